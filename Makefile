@@ -1,0 +1,33 @@
+# Everything a fresh machine needs is installed by these targets.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch==2.13.0 is the CPU wheel; a bare "torch" would pull a multi-GB CUDA build.
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/dllm-infill fill examples/hole.py --line 3 --col 5 --json
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check infill_engine lsp_server tests
+	$(VENV)/bin/ruff format --check infill_engine lsp_server tests
+	$(VENV)/bin/mypy
+
+test: lint
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(VENV)/bin/dllm-infill bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,237 @@
+"""Hugging Face-format model directory -> family, `ModelArgs`, weights and tokenizer.
+
+Nothing from the directory is ever executed: config.json is read as data (its `auto_map` is
+ignored), weights come only from safetensors files, and the tokenizer is loaded with
+`trust_remote_code=False` (falling back to the plain tokenizer.json when the directory names a
+custom tokenizer class). A hub id resolves only from the local Hugging Face cache; nothing is
+downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from torch import Tensor
+
+from .models import FAMILIES, QWEN2_DIFFUSION, DiffusionTransformer, Family, ModelArgs
+from .models.family import as_id_list
+
+log = logging.getLogger(__name__)
+
+BUILTIN_DIR = Path(__file__).parent / "assets" / "builtin"
+
+
+class ModelLoadError(ValueError):
+    """A model directory that cannot be used; the message names the file, field or tensor."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    model: DiffusionTransformer
+    family: Family
+    tokenizer: Any | None  # a transformers PreTrainedTokenizerBase
+    mask_id: int
+    end_ids: tuple[int, ...]
+    path: Path
+
+
+def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
+    """`"builtin"`, a directory, or a hub id already present in the local HF cache."""
+    if str(model) == "builtin":
+        path = BUILTIN_DIR
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"the builtin model is missing from {path}")
+        return path
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise ModelLoadError(f"model path {path} is a file; expected a model directory")
+    cached = _hf_cache_snapshot(str(model))
+    if cached is not None:
+        return cached
+    raise ModelLoadError(
+        f"model {str(model)!r}: no such directory, and not found in the local Hugging Face "
+        "cache (nothing is downloaded; fetch it yourself with huggingface-cli download)"
+    )
+
+
+def _hf_cache_snapshot(repo_id: str) -> Path | None:
+    if repo_id.count("/") != 1:
+        return None
+    hub = os.environ.get("HF_HUB_CACHE") or os.path.join(
+        os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub"
+    )
+    repo = Path(hub) / ("models--" + repo_id.replace("/", "--"))
+    ref = repo / "refs" / "main"
+    if ref.is_file():
+        snap = repo / "snapshots" / ref.read_text().strip()
+        if snap.is_dir():
+            return snap
+    snaps = sorted((repo / "snapshots").glob("*")) if (repo / "snapshots").is_dir() else []
+    return snaps[-1] if snaps else None
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    file = path / "config.json"
+    if not file.is_file():
+        raise ModelLoadError(f"{path}: missing config.json")
+    try:
+        config = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelLoadError(f"{file}: not valid JSON ({e})") from e
+    if not isinstance(config, dict):
+        raise ModelLoadError(f"{file}: expected a JSON object")
+    return config
+
+
+def pick_family(config: dict[str, Any], qwen2_as_diffusion: bool = False) -> Family:
+    model_type = config.get("model_type")
+    for family in FAMILIES:
+        if model_type in family.model_types:
+            return family
+    if model_type in QWEN2_DIFFUSION.model_types:
+        if qwen2_as_diffusion:
+            return QWEN2_DIFFUSION
+        raise ModelLoadError(
+            "model_type 'qwen2' is an autoregressive layout; pass qwen2_as_diffusion=True "
+            "(CLI: --qwen2-diffusion) if this checkpoint was trained as a diffusion model"
+        )
+    known = sorted(t for f in FAMILIES for t in f.model_types)
+    raise ModelLoadError(f"unknown model_type {model_type!r}; supported: {', '.join(known)}")
+
+
+def weight_files(path: Path) -> list[Path]:
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ModelLoadError(f"{index}: not a valid safetensors index ({e})") from e
+        files = sorted({path / name for name in weight_map.values()})
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise ModelLoadError(f"{index} names missing shard(s): {', '.join(missing)}")
+        return files
+    single = path / "model.safetensors"
+    if single.is_file():
+        return [single]
+    if list(path.glob("*.bin")) or list(path.glob("*.pt")):
+        raise ModelLoadError(
+            f"{path}: only pickle weights (*.bin/*.pt) found; they can run code on load, "
+            "so only safetensors are accepted"
+        )
+    raise ModelLoadError(f"{path}: missing model.safetensors (or model.safetensors.index.json)")
+
+
+def load_weights(
+    path: Path, family: Family, model: DiffusionTransformer, dtype: torch.dtype
+) -> dict[str, Tensor]:
+    """Read, rename and shape-check every tensor; returns a state dict for `model`."""
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    if model.args.tie_embeddings:
+        expected.pop("lm_head.weight", None)
+    state: dict[str, Tensor] = {}
+    ignored: list[str] = []
+    for file in weight_files(path):
+        with safe_open(str(file), framework="pt", device="cpu") as f:
+            for key in f.keys():  # noqa: SIM118 (safe_open is not a Mapping)
+                name = family.our_name(key)
+                if name is None or name not in expected:
+                    ignored.append(key)
+                    continue
+                tensor = f.get_tensor(key)
+                if tuple(tensor.shape) != expected[name]:
+                    raise ModelLoadError(
+                        f"{file.name}: tensor {key!r} has shape {tuple(tensor.shape)}, "
+                        f"expected {expected[name]} from config.json"
+                    )
+                state[name] = tensor.to(dtype)
+    missing = sorted(set(expected) - set(state))
+    if missing:
+        shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise ModelLoadError(f"{path}: {len(missing)} weight(s) missing, e.g. {shown}")
+    if ignored:
+        log.warning("ignored %d tensors not used by %s: %s", len(ignored), family.name, ignored[:5])
+    return state
+
+
+def load_tokenizer(path: Path) -> Any:
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
+    except (ValueError, OSError, KeyError, TypeError) as e:
+        file = path / "tokenizer.json"
+        if not file.is_file():
+            raise ModelLoadError(f"{path}: no usable tokenizer files ({e})") from e
+        log.info("AutoTokenizer refused %s (%s); using tokenizer.json directly", path, e)
+        return PreTrainedTokenizerFast(tokenizer_file=str(file))
+
+
+def special_ids(
+    config: dict[str, Any], family: Family, tokenizer: Any | None, vocab: int
+) -> tuple[int, tuple[int, ...]]:
+    mask_id = config.get("mask_token_id", family.default_mask_id)
+    if mask_id is None and tokenizer is not None:
+        mask_id = tokenizer.mask_token_id
+        if mask_id is None:
+            for name in ("<|mask|>", "<mask>", "[MASK]"):
+                tid = tokenizer.convert_tokens_to_ids(name)
+                if isinstance(tid, int) and tid != tokenizer.unk_token_id:
+                    mask_id = tid
+                    break
+    if mask_id is None:
+        raise ModelLoadError(
+            "no mask token: config.json lacks mask_token_id and so does the tokenizer"
+        )
+    ends = as_id_list(config.get("eos_token_id")) + as_id_list(config.get("pad_token_id"))
+    ends += list(family.extra_end_ids)
+    if tokenizer is not None and tokenizer.eos_token_id is not None:
+        ends.append(int(tokenizer.eos_token_id))
+    ends = [e for e in dict.fromkeys(ends) if 0 <= e < vocab and e != mask_id]
+    if not 0 <= int(mask_id) < vocab:
+        raise ModelLoadError(f"mask_token_id {mask_id} is outside the vocabulary ({vocab})")
+    if not ends:
+        raise ModelLoadError("no end token: config.json has no eos_token_id or pad_token_id")
+    return int(mask_id), tuple(ends)
+
+
+def build_model(
+    args: ModelArgs, state: dict[str, Tensor], device: torch.device
+) -> DiffusionTransformer:
+    with torch.device("meta"):
+        model = DiffusionTransformer(args)
+    model.load_state_dict(state, strict=False, assign=True)
+    if args.tie_embeddings:
+        model.lm_head.weight = model.embed_tokens.weight
+    return model.to(device).eval()
+
+
+def load_model_dir(
+    model: str | os.PathLike[str],
+    device: torch.device,
+    dtype: torch.dtype,
+    qwen2_as_diffusion: bool = False,
+    with_tokenizer: bool = True,
+) -> LoadedModel:
+    path = resolve_model_dir(model)
+    config = read_config(path)
+    family = pick_family(config, qwen2_as_diffusion)
+    try:
+        args = family.parse_args(config)
+    except (TypeError, ValueError) as e:
+        raise ModelLoadError(f"{path / 'config.json'}: {e}") from e
+    with torch.device("meta"):
+        skeleton = DiffusionTransformer(args)
+    state = load_weights(path, family, skeleton, dtype)
+    tokenizer = load_tokenizer(path) if with_tokenizer else None
+    mask_id, end_ids = special_ids(config, family, tokenizer, args.vocab_size)
+    return LoadedModel(build_model(args, state, device), family, tokenizer, mask_id, end_ids, path)

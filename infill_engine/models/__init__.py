@@ -1,0 +1,20 @@
+"""Model families: one `DiffusionTransformer`, many checkpoint layouts."""
+
+from .common import DiffusionTransformer, KVStore, ModelArgs
+from .dream import DREAM, QWEN2_DIFFUSION
+from .family import Family
+from .llada import LLADA
+
+FAMILIES: tuple[Family, ...] = (DREAM, LLADA)
+"""Families recognised from config.json alone. QWEN2_DIFFUSION is opt-in (see loader)."""
+
+__all__ = [
+    "DREAM",
+    "FAMILIES",
+    "LLADA",
+    "QWEN2_DIFFUSION",
+    "DiffusionTransformer",
+    "Family",
+    "KVStore",
+    "ModelArgs",
+]

@@ -1,0 +1,181 @@
+"""The transformer all families share: RMSNorm, rotate-half RoPE, GQA attention, SwiGLU.
+
+Pure nn.Modules: no I/O, no scheduling, no decoding policy. A family module (dream.py, llada.py)
+turns its config.json into `ModelArgs` and supplies the table that maps its checkpoint names onto
+the parameter names used here.
+
+Attention is bidirectional (masked diffusion). Which keys a query may see is decided by the caller
+through a boolean key mask; the K/V that a forward pass attends to can come from a `KVStore`, which
+is how the prefix and dual caches (cache.py) freeze K/V outside the span being decoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class ModelArgs:
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int  # < num_heads means grouped-query attention
+    head_dim: int
+    rope_theta: float
+    rms_norm_eps: float
+    qkv_bias: bool  # Qwen2/Dream have q/k/v biases; LLaDA has none
+    tie_embeddings: bool  # lm_head shares the token embedding
+    max_positions: int
+    # 1: the token at position i is scored from hidden state i-1 (Dream, an AR-initialised
+    # layout); position 0 reads its own state. 0: position i reads state i (LLaDA).
+    logits_shift: int
+
+    def __post_init__(self) -> None:
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_heads ({self.num_heads}) must be a multiple of "
+                f"num_kv_heads ({self.num_kv_heads})"
+            )
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
+        if self.logits_shift not in (0, 1):
+            raise ValueError(f"logits_shift must be 0 or 1, got {self.logits_shift}")
+
+
+class KVStore(Protocol):
+    """Where a layer's fresh K/V go, and which K/V its queries attend to."""
+
+    def update(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]: ...
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        # Normalise in fp32 as both reference implementations do; cast back before the scale.
+        dtype = x.dtype
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(dtype)
+
+
+def rope_cos_sin(
+    positions: Tensor, head_dim: int, theta: float, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    """positions [B, T] -> cos, sin [B, 1, T, head_dim], computed in fp32."""
+    inv_freq = 1.0 / (
+        theta
+        ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
+    )
+    freqs = positions.float()[..., None] * inv_freq  # [B, T, D/2]
+    emb = torch.cat((freqs, freqs), dim=-1)  # [B, T, D]
+    return emb.cos().to(dtype)[:, None], emb.sin().to(dtype)[:, None]
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate-half RoPE (the Llama/Qwen2/LLaDA convention). x [B, H, T, D]."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, args: ModelArgs, layer: int) -> None:
+        super().__init__()
+        self.layer = layer
+        self.n_heads, self.n_kv, self.head_dim = args.num_heads, args.num_kv_heads, args.head_dim
+        d, hd = args.hidden_size, args.head_dim
+        self.q_proj = nn.Linear(d, self.n_heads * hd, bias=args.qkv_bias)
+        self.k_proj = nn.Linear(d, self.n_kv * hd, bias=args.qkv_bias)
+        self.v_proj = nn.Linear(d, self.n_kv * hd, bias=args.qkv_bias)
+        self.o_proj = nn.Linear(self.n_heads * hd, d, bias=False)
+
+    def forward(
+        self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None, store: KVStore | None
+    ) -> Tensor:
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)  # [B, H, T, D]
+        # Stores receive keys *after* RoPE: a cached key is final for its absolute position.
+        if store is not None:
+            k, v = store.update(self.layer, k, v)  # [B, Hkv, S, D]
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, enable_gqa=self.n_kv != self.n_heads
+        )
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(args.hidden_size, args.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(args.hidden_size, args.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, args: ModelArgs, layer: int) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.self_attn = Attention(args, layer)
+        self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.mlp = MLP(args)
+
+    def forward(
+        self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None, store: KVStore | None
+    ) -> Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, store)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class DiffusionTransformer(nn.Module):
+    """A bidirectional decoder stack. Parameter names follow the Qwen2 layout."""
+
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.args = args
+        self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
+        self.layers = nn.ModuleList(Block(args, i) for i in range(args.num_layers))
+        self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
+        if args.tie_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        positions: Tensor,
+        mask: Tensor | None = None,
+        store: KVStore | None = None,
+        score: Tensor | None = None,
+    ) -> Tensor:
+        """Raw (unshifted) logits.
+
+        input_ids, positions: [B, T]. mask: bool, broadcastable to [B, 1, T, S], True = may attend.
+        store: supplies the K/V attended to (S keys); without it the T tokens attend to themselves.
+        score: [B, N] indices into T; only those rows go through lm_head (the vocabulary
+        projection dominates a full pass over a long canvas). Returns [B, N or T, V].
+        """
+        x = self.embed_tokens(input_ids)
+        cos, sin = rope_cos_sin(positions, self.args.head_dim, self.args.rope_theta, x.dtype)
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask, store)
+        x = self.norm(x)
+        if score is not None:
+            x = torch.gather(x, 1, score[..., None].expand(-1, -1, x.shape[-1]))
+        return self.lm_head(x)

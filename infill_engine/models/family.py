@@ -1,0 +1,48 @@
+"""What distinguishes one model family from another: config parsing, checkpoint names, special ids.
+
+A `Family` is data plus two small functions; the network itself is always `DiffusionTransformer`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .common import ModelArgs
+
+
+def require(config: Mapping[str, Any], key: str, family: str) -> Any:
+    if key not in config:
+        raise ValueError(f"config.json of a {family} model lacks the field {key!r}")
+    return config[key]
+
+
+def as_id_list(value: Any) -> list[int]:
+    """`eos_token_id` may be an int, a list of ints, or null."""
+    if value is None:
+        return []
+    if isinstance(value, int):
+        return [value]
+    return [int(v) for v in value]
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    model_types: tuple[str, ...]
+    parse_args: Callable[[Mapping[str, Any]], ModelArgs]
+    # (checkpoint-name regex, our-name template) pairs, tried in order.
+    renames: tuple[tuple[str, str], ...]
+    default_mask_id: int | None
+    # End tokens beyond the config's eos/pad, e.g. LLaDA's <|eot_id|>.
+    extra_end_ids: tuple[int, ...] = ()
+
+    def our_name(self, checkpoint_key: str) -> str | None:
+        """Map a checkpoint tensor name to our parameter name; None = not ours (ignored)."""
+        for pattern, template in self.renames:
+            m = re.fullmatch(pattern, checkpoint_key)
+            if m:
+                return m.expand(template)
+        return None

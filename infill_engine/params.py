@@ -1,0 +1,79 @@
+"""Per-request settings (`InfillParams`) and the result of one infill (`InfillResult`).
+
+Both are frozen dataclasses; `InfillParams` is validated at construction with `ValueError`, so a
+bad setting is reported where it is made and never reaches the decode loop.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+DecodePolicy = Literal["threshold", "factor", "fixed"]
+CacheMode = Literal["dual", "prefix", "none"]
+StopReason = Literal["end_token", "span_full", "cancelled", "syntax"]
+
+DECODE_POLICIES: tuple[str, ...] = ("threshold", "factor", "fixed")
+CACHE_MODES: tuple[str, ...] = ("dual", "prefix", "none")
+
+
+@dataclass(frozen=True)
+class InfillParams:
+    # Masked positions placed between prefix and suffix: an int, or "auto" (a planner decides;
+    # the engine alone uses a line/indent heuristic). Always a budget: the span may end early.
+    span: int | Literal["auto"] = "auto"
+    max_span: int = 512
+    block_size: int = 32  # positions decoded together, left to right (semi-autoregressive)
+    decode: DecodePolicy = "threshold"
+    threshold: float = 0.9  # tau for "threshold": commit every position with p_top1 >= tau
+    factor: float = 1.0  # f for "factor": commit the top n while (n+1)(1 - p_n) < f
+    steps_per_block: int | None = None  # "fixed": steps per block; None = one token per step
+    cache: CacheMode = "dual"
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.span != "auto" and (
+            isinstance(self.span, bool) or not isinstance(self.span, int) or self.span < 1
+        ):
+            raise ValueError(f"span must be a positive int or 'auto', got {self.span!r}")
+        if not isinstance(self.max_span, int) or self.max_span < 1:
+            raise ValueError(f"max_span must be a positive int, got {self.max_span!r}")
+        if isinstance(self.span, int) and self.span > self.max_span:
+            raise ValueError(f"span {self.span} exceeds max_span {self.max_span}")
+        if not isinstance(self.block_size, int) or self.block_size < 1:
+            raise ValueError(f"block_size must be a positive int, got {self.block_size!r}")
+        if self.decode not in DECODE_POLICIES:
+            raise ValueError(f"decode must be one of {DECODE_POLICIES}, got {self.decode!r}")
+        if self.cache not in CACHE_MODES:
+            raise ValueError(f"cache must be one of {CACHE_MODES}, got {self.cache!r}")
+        if not (isinstance(self.threshold, int | float) and math.isfinite(self.threshold)):
+            raise ValueError(f"threshold must be a finite number, got {self.threshold!r}")
+        if not (self.factor > 0 and math.isfinite(self.factor)):
+            raise ValueError(f"factor must be a positive finite number, got {self.factor!r}")
+        if self.steps_per_block is not None and (
+            not isinstance(self.steps_per_block, int) or self.steps_per_block < 1
+        ):
+            raise ValueError(f"steps_per_block must be a positive int, got {self.steps_per_block}")
+        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+
+
+@dataclass(frozen=True)
+class InfillResult:
+    text: str  # the completion; it stops where the model placed an end token
+    tokens: int  # span positions committed by model decisions (end-token fill excluded)
+    nfe_full: int  # forward passes over the whole canvas
+    nfe_block: int  # forward passes over the current block (or block..end) against the cache
+    elapsed_ms: float
+    stop_reason: StopReason
+    token_ids: list[int] = field(default_factory=list)  # the completion's ids, end tokens dropped
+    span: int = 0  # the span budget that was used
+
+    @property
+    def nfe(self) -> int:
+        return self.nfe_full + self.nfe_block

@@ -1,0 +1,242 @@
+"""The block loop: canvases `prefix | [MASK] x n | suffix`, decoded block by block, left to right.
+
+Every request (a `Row`) keeps its own progress, so requests of different lengths share forward
+passes. One step of the loop is at most two batched passes:
+- a full pass for the rows that start a block (or run without a cache); it also refreshes their
+  K/V in the shared `KVCache`;
+- a window pass for the rows inside a block: only the block (dual) or block..end (prefix) is
+  recomputed, against the cached K/V of the rest.
+Then each row commits tokens by its own policy (decode.py), applies the end-token rule, and moves
+on. Rows finish, or are cancelled, independently; their cache rows are dropped at once.
+
+The end-token rule: once an end token is committed at span position e, every span position after
+e becomes an end token without any model call, and the text stops at e. A row whose span has no
+mask left is finished: no pass is ever spent after the end is decided.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from . import decode
+from .cache import KVCache
+from .models.common import DiffusionTransformer
+from .params import InfillParams, StopReason
+
+
+@dataclass
+class Row:
+    """One request on its way through the block loop."""
+
+    canvas: Tensor  # [L] token ids on the model's device
+    span_start: int
+    span_end: int
+    params: InfillParams
+    cancel: threading.Event | None = None
+    generator: torch.Generator | None = None
+    block_start: int = 0
+    step: int = 0  # steps taken in the current block
+    fresh_block: bool = True  # the next pass must be a full one (it refreshes the cache)
+    committed: int = 0
+    nfe_full: int = 0
+    nfe_block: int = 0
+    stop_reason: StopReason | None = None
+    elapsed_ms: float = 0.0
+    slot: int = 0  # this row's index in the KVCache
+    end_at: int | None = None  # canvas position of the first end token in the span
+    trace: list[int] = field(default_factory=list)  # tokens committed per step
+
+    def __post_init__(self) -> None:
+        self.block_start = self.span_start
+
+    @property
+    def length(self) -> int:
+        return int(self.canvas.shape[0])
+
+    @property
+    def block_end(self) -> int:
+        return min(self.block_start + self.params.block_size, self.span_end)
+
+    @property
+    def uses_cache(self) -> bool:
+        return self.params.cache != "none"
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """What the loop looks like after a step; handed to an observer (tests, progress)."""
+
+    step: int
+    active: int  # rows still decoding
+    cache_rows: int  # rows the KVCache still holds
+    cache_bytes: int
+
+
+Observer = Callable[[StepEvent], None]
+
+
+class BlockRunner:
+    def __init__(
+        self,
+        model: DiffusionTransformer,
+        mask_id: int,
+        end_ids: Sequence[int],
+    ) -> None:
+        self.model = model
+        self.mask_id = mask_id
+        self.end_ids = torch.tensor(sorted(set(end_ids)), dtype=torch.long)
+        self.fill_id = int(end_ids[0])
+        self.shift = model.args.logits_shift
+
+    @torch.inference_mode()
+    def run(self, rows: list[Row], observer: Observer | None = None) -> list[Row]:
+        t0 = time.perf_counter()
+        device = rows[0].canvas.device if rows else torch.device("cpu")
+        self.end_ids = self.end_ids.to(device)
+        for row in rows:
+            self._settle(row)  # an empty span finishes here with no pass at all
+        active = [r for r in rows if r.stop_reason is None]
+        cache = KVCache(self.model.args.num_layers, len(active), max(r.length for r in rows or []))
+        for i, row in enumerate(active):
+            row.slot = i
+        step = 0
+        while active:
+            for row in active:
+                if row.cancel is not None and row.cancel.is_set():
+                    row.stop_reason = "cancelled"
+            live = [r for r in active if r.stop_reason is None]
+            full = [r for r in live if r.fresh_block or not r.uses_cache]
+            part = [r for r in live if not (r.fresh_block or not r.uses_cache)]
+            if full:
+                self._commit(full, self._full_pass(full, cache))
+            if part:
+                self._commit(part, self._window_pass(part, cache))
+            for row in live:
+                self._settle(row)
+            now = (time.perf_counter() - t0) * 1000
+            finished = [r for r in active if r.stop_reason is not None]
+            for row in finished:
+                row.elapsed_ms = now
+            if finished:
+                active = [r for r in active if r.stop_reason is None]
+                self._compact(cache, active)
+            step += 1
+            if observer is not None:
+                observer(StepEvent(step, len(active), cache.batch, cache.nbytes))
+        cache.release()
+        return rows
+
+    # -- passes ---------------------------------------------------------------------------------
+    def _full_pass(self, rows: list[Row], cache: KVCache) -> Tensor:
+        """One pass over whole canvases; returns logits [b, Wmax, V] for each row's block."""
+        length = max(r.length for r in rows)
+        ids = self._stack([r.canvas for r in rows], length)
+        positions = torch.arange(length, device=ids.device).expand(len(rows), -1)
+        mask = self._key_mask(rows, length)
+        score = self._stack([self._sources(r, offset=0) for r in rows])
+        store = cache.refresh(self._slots(rows, cache)) if any(r.uses_cache for r in rows) else None
+        for row in rows:
+            row.nfe_full += 1
+            row.fresh_block = False
+        return self.model(ids, positions, mask=mask, store=store, score=score)
+
+    def _window_pass(self, rows: list[Row], cache: KVCache) -> Tensor:
+        """Recompute only the block (dual) or block..end (prefix), attending to cached K/V."""
+        starts, ends = [], []
+        for row in rows:
+            starts.append(row.block_start - self.shift)
+            ends.append(row.block_end if row.params.cache == "dual" else row.length)
+        width = max(e - s for s, e in zip(starts, ends, strict=True))
+        offsets = torch.arange(width, device=rows[0].canvas.device)
+        raw = torch.stack([s + offsets for s in starts])  # [b, W] unclamped positions
+        hi = torch.tensor([r.length - 1 for r in rows], device=raw.device)[:, None]
+        positions = raw.clamp(min=0).minimum(hi)
+        ids = torch.stack([r.canvas[p] for r, p in zip(rows, positions, strict=True)])
+        block_starts = torch.tensor([r.block_start for r in rows], device=raw.device)[:, None]
+        write = (raw >= block_starts) & (raw < torch.tensor(ends, device=raw.device)[:, None])
+        score = self._stack([self._sources(r, offset=s) for r, s in zip(rows, starts, strict=True)])
+        mask = self._key_mask(rows, cache.length + 1)
+        store = cache.window(positions, write, self._slots(rows, cache))
+        for row in rows:
+            row.nfe_block += 1
+        return self.model(ids, positions, mask=mask, store=store, score=score)
+
+    def _sources(self, row: Row, offset: int) -> Tensor:
+        """Indices (into the pass's tokens) of the hidden states that score the block positions."""
+        j = torch.arange(row.block_start, row.block_end, device=row.canvas.device)
+        return (j - self.shift).clamp(min=0) - offset
+
+    def _key_mask(self, rows: list[Row], keys: int) -> Tensor | None:
+        lengths = torch.tensor([r.length for r in rows], device=rows[0].canvas.device)
+        if keys == int(lengths.min()) and keys == int(lengths.max()):
+            return None  # nothing to hide: let SDPA take its unmasked path
+        return (torch.arange(keys, device=lengths.device) < lengths[:, None])[:, None, None, :]
+
+    @staticmethod
+    def _slots(rows: list[Row], cache: KVCache) -> Tensor | None:
+        slots = [r.slot for r in rows]
+        if slots == list(range(cache.batch)):
+            return None  # every row, in order: write the cache in place
+        return torch.tensor(slots, device=rows[0].canvas.device)
+
+    @staticmethod
+    def _stack(seqs: list[Tensor], length: int | None = None) -> Tensor:
+        length = length or max(int(s.shape[0]) for s in seqs)
+        out = seqs[0].new_zeros((len(seqs), length))
+        for i, s in enumerate(seqs):
+            out[i, : s.shape[0]] = s
+        return out
+
+    # -- commits --------------------------------------------------------------------------------
+    def _commit(self, rows: list[Row], logits: Tensor) -> None:
+        logits[..., self.mask_id] = -torch.inf  # the mask token is never a prediction
+        for row, row_logits in zip(rows, logits, strict=True):
+            lo, hi = row.block_start, row.block_end
+            block = row.canvas[lo:hi]
+            masked = block == self.mask_id
+            p = row.params
+            token, conf = decode.propose(
+                row_logits[: hi - lo], p.temperature, p.top_p, row.generator
+            )
+            pick = decode.select(conf, masked, p, block_len=hi - lo, step=row.step)
+            block[pick] = token[pick]
+            n = int(pick.sum())
+            row.committed += n
+            row.trace.append(n)
+            row.step += 1
+            self._apply_end_rule(row)
+
+    def _apply_end_rule(self, row: Row) -> None:
+        span = row.canvas[row.span_start : row.span_end]
+        hits = torch.isin(span, self.end_ids).nonzero()
+        if hits.numel():
+            first = int(hits[0])
+            span[first + 1 :] = self.fill_id
+            row.end_at = row.span_start + first
+
+    def _settle(self, row: Row) -> None:
+        """Move to the next block that still has masks, or finish the row."""
+        if row.stop_reason is not None:
+            return
+        while row.block_start < row.span_end:
+            if bool((row.canvas[row.block_start : row.block_end] == self.mask_id).any()):
+                return
+            row.block_start = row.block_end
+            row.step = 0
+            row.fresh_block = True
+        row.stop_reason = "end_token" if row.end_at is not None else "span_full"
+
+    @staticmethod
+    def _compact(cache: KVCache, active: list[Row]) -> None:
+        keep = torch.tensor([r.slot for r in active], dtype=torch.long)
+        if cache.k:
+            keep = keep.to(cache.k[0].device)
+        cache.keep(keep)
+        for i, row in enumerate(active):
+            row.slot = i
