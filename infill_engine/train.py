@@ -156,7 +156,8 @@ class Sampler:
         return a, min(len(text), a + self.rng.randint(1, 120))
 
     def infill(self) -> tuple[list[int], list[bool], float]:
-        n, max_span = int(self.t["seq_len"]), int(self.t["max_span"])
+        n = int(self.t["seq_len"])
+        max_span = min(int(self.t["max_span"]), n // 2)
         for _ in range(20):
             text = self._window(n * 8)
             if len(text) < 40:
