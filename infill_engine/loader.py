@@ -165,7 +165,10 @@ def load_weights(
 
 def load_tokenizer(path: Path) -> Any:
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers.utils import logging as hf_logging
 
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # it warns that it does not know our model_type; we do
     try:
         return AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
     except (ValueError, OSError, KeyError, TypeError) as e:
@@ -174,6 +177,8 @@ def load_tokenizer(path: Path) -> Any:
             raise ModelLoadError(f"{path}: no usable tokenizer files ({e})") from e
         log.info("AutoTokenizer refused %s (%s); using tokenizer.json directly", path, e)
         return PreTrainedTokenizerFast(tokenizer_file=str(file))
+    finally:
+        hf_logging.set_verbosity(verbosity)
 
 
 def special_ids(

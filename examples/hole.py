@@ -1,0 +1,6 @@
+def greet(name):
+    """Return a greeting for name."""
+    
+
+
+print(greet("world"))

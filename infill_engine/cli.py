@@ -1,0 +1,86 @@
+"""`dllm-infill`: fill, bench, train and eval-infill from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .params import CACHE_MODES, DECODE_POLICIES
+
+
+def split_at(text: str, line: int, col: int) -> tuple[str, str]:
+    """1-based line and column (as editors show them) -> (prefix, suffix)."""
+    lines = text.split("\n")
+    if not 1 <= line <= len(lines):
+        raise ValueError(f"line {line} is outside the file (1..{len(lines)})")
+    if not 1 <= col <= len(lines[line - 1]) + 1:
+        raise ValueError(f"column {col} is outside line {line} (1..{len(lines[line - 1]) + 1})")
+    offset = sum(len(x) + 1 for x in lines[: line - 1]) + col - 1
+    return text[:offset], text[offset:]
+
+
+def fill(argv: list[str]) -> int:
+    from . import InfillParams, load
+
+    ap = argparse.ArgumentParser(
+        prog="dllm-infill fill", description="Fill the hole at a position."
+    )
+    ap.add_argument("file", type=Path)
+    ap.add_argument("--line", type=int, required=True, help="1-based")
+    ap.add_argument("--col", type=int, required=True, help="1-based")
+    ap.add_argument("--model", default="builtin")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--qwen2-diffusion", action="store_true")
+    ap.add_argument("--span", default="auto", help="tokens, or auto")
+    ap.add_argument("--decode", choices=DECODE_POLICIES, default="threshold")
+    ap.add_argument("--threshold", type=float, default=0.9)
+    ap.add_argument("--cache", choices=CACHE_MODES, default="dual")
+    ap.add_argument("--block-size", type=int, default=32)
+    ap.add_argument("--json", action="store_true", help="print the completion with its metrics")
+    a = ap.parse_args(argv)
+    try:
+        prefix, suffix = split_at(a.file.read_text(), a.line, a.col)
+        span = a.span if a.span == "auto" else int(a.span)
+        params = InfillParams(
+            span=span, decode=a.decode, threshold=a.threshold, cache=a.cache,
+            block_size=a.block_size,
+        )  # fmt: skip
+        engine = load(a.model, device=a.device, qwen2_as_diffusion=a.qwen2_diffusion)
+    except (OSError, ValueError) as e:
+        print(f"dllm-infill fill: {e}", file=sys.stderr)
+        return 2
+    r = engine.infill(prefix, suffix, params)
+    if a.json:
+        fields = ("text", "tokens", "nfe_full", "nfe_block", "elapsed_ms", "stop_reason", "span")
+        print(json.dumps({k: getattr(r, k) for k in fields}, indent=2))
+    else:
+        print(r.text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {"fill", "bench", "train", "eval-infill"}
+    if not argv or argv[0] not in commands:
+        print("usage: dllm-infill {fill,bench,train,eval-infill} [--help]", file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "fill":
+        return fill(rest)
+    if cmd == "bench":
+        from .bench import main as bench_main
+
+        return bench_main(rest)
+    if cmd == "train":
+        from .train import main as train_main
+
+        return train_main(rest)
+    from .evaluate import main as eval_main
+
+    return eval_main(rest)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

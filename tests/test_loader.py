@@ -1,0 +1,102 @@
+"""Clear errors for bad model directories and bad parameters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import make_dream
+from safetensors.torch import load_file, save_file
+
+from infill_engine import InfillParams, ModelLoadError, load
+
+
+def test_unknown_model_type(tmp_path: Path) -> None:
+    make_dream(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["model_type"] = "gpt2"
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ModelLoadError, match="unknown model_type 'gpt2'"):
+        load(str(tmp_path), device="cpu")
+
+
+def test_qwen2_needs_an_explicit_diffusion_reading(tmp_path: Path) -> None:
+    make_dream(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["model_type"] = "qwen2"
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ModelLoadError, match="qwen2_as_diffusion"):
+        load(str(tmp_path), device="cpu")
+    engine = load(str(tmp_path), device="cpu", qwen2_as_diffusion=True)
+    assert engine.family == "qwen2-diffusion" and engine.args.logits_shift == 1
+
+
+def test_missing_files(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="no such directory"):
+        load(str(tmp_path / "nope"), device="cpu")
+    tmp_path.joinpath("m").mkdir()
+    with pytest.raises(ModelLoadError, match=r"missing config\.json"):
+        load(str(tmp_path / "m"), device="cpu")
+    make_dream(tmp_path / "w")
+    (tmp_path / "w" / "model.safetensors").unlink()
+    with pytest.raises(ModelLoadError, match=r"missing model\.safetensors"):
+        load(str(tmp_path / "w"), device="cpu")
+
+
+def test_missing_shard(tmp_path: Path) -> None:
+    make_dream(tmp_path, shards=2)
+    next(tmp_path.glob("model-00002-*.safetensors")).unlink()
+    with pytest.raises(ModelLoadError, match="missing shard"):
+        load(str(tmp_path), device="cpu")
+
+
+def test_wrong_shape_names_the_key(tmp_path: Path) -> None:
+    make_dream(tmp_path)
+    state = load_file(str(tmp_path / "model.safetensors"))
+    key = "model.layers.1.self_attn.k_proj.weight"
+    state[key] = torch.zeros(7, 64)
+    save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ModelLoadError, match=r"'model\.layers\.1\.self_attn\.k_proj\.weight'"):
+        load(str(tmp_path), device="cpu")
+
+
+def test_missing_tensor_is_named(tmp_path: Path) -> None:
+    make_dream(tmp_path)
+    state = load_file(str(tmp_path / "model.safetensors"))
+    del state["model.norm.weight"]
+    save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ModelLoadError, match=r"missing, e\.g\. norm\.weight"):
+        load(str(tmp_path), device="cpu")
+
+
+def test_pickle_weights_are_refused(tmp_path: Path) -> None:
+    make_dream(tmp_path)
+    (tmp_path / "model.safetensors").rename(tmp_path / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError, match="only safetensors"):
+        load(str(tmp_path), device="cpu")
+
+
+def test_bad_json(tmp_path: Path) -> None:
+    make_dream(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ModelLoadError, match="not valid JSON"):
+        load(str(tmp_path), device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"span": 0}, "span must be"),
+        ({"span": 600}, "exceeds max_span"),
+        ({"decode": "beam"}, "decode must be"),
+        ({"cache": "paged"}, "cache must be"),
+        ({"top_p": 0.0}, "top_p"),
+        ({"temperature": -1.0}, "temperature"),
+        ({"block_size": 0}, "block_size"),
+    ],
+)
+def test_params_validate(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        InfillParams(**kwargs)  # type: ignore[arg-type]

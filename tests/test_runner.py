@@ -1,0 +1,192 @@
+"""The block loop: caches, end-token fill, batching, cancellation, threshold edge cases."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import torch
+from conftest import EOS_ID, VOCAB
+
+from infill_engine import Engine, InfillParams
+from infill_engine.cache import KVCache
+from infill_engine.runner import Row, StepEvent
+
+PREFIX = "def add(a, b):\n    return"
+SUFFIX = "\n\nclass Point:\n"
+
+
+def count_calls(engine: Engine) -> tuple[list[int], Any]:
+    """Record every forward pass of the real model."""
+    calls: list[int] = []
+    return calls, engine.model.register_forward_hook(lambda *_: calls.append(1))
+
+
+@pytest.mark.parametrize("cache", ["dual", "prefix"])
+def test_block_start_passes_equal_a_full_pass(dream_engine: Engine, cache: str) -> None:
+    """Every refresh pass (the first pass of each block) gives the logits of engine.logits."""
+    checked: list[float] = []
+
+    def hook(_m: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: torch.Tensor) -> None:
+        store = kwargs.get("store")
+        if type(store).__name__ != "_Refresh":
+            return
+        ids, score = args[0], kwargs["score"]
+        handle.remove()
+        full = dream_engine.logits(ids)
+        # The full pass scored hidden state s for block position s+1 (Dream's shift).
+        want = torch.gather(full, 1, (score + 1)[..., None].expand(-1, -1, full.shape[-1]))
+        checked.append((want - out).abs().max().item())
+        reattach()
+
+    def reattach() -> None:
+        nonlocal handle
+        handle = dream_engine.model.register_forward_hook(hook, with_kwargs=True)
+
+    handle = dream_engine.model.register_forward_hook(hook, with_kwargs=True)
+    try:
+        r = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=24, block_size=8, cache=cache))
+    finally:
+        handle.remove()
+    assert len(checked) == r.nfe_full == 3
+    assert max(checked) <= 1e-5
+
+
+@pytest.mark.parametrize("cache", ["dual", "prefix"])
+@pytest.mark.parametrize("block_start", [0, 5])
+def test_window_pass_on_unchanged_canvas_equals_full_pass(
+    dream_engine: Engine, cache: str, block_start: int
+) -> None:
+    """Right after a refresh, recomputing only the window against the cache reproduces the
+    full-pass logits: the scatter, the trash slot, the shift and the key mask are consistent."""
+    runner = dream_engine.runner
+    ids = torch.randint(2, VOCAB, (14,), generator=torch.Generator().manual_seed(5))
+    ids[block_start : block_start + 6] = dream_engine.mask_id
+    row = Row(ids, block_start, block_start + 6, InfillParams(span=6, block_size=4, cache=cache))
+    other = Row(ids[:11].clone(), 2, 8, InfillParams(span=6, block_size=4, cache=cache))
+    kv = KVCache(dream_engine.args.num_layers, 2, 14)
+    other.slot = 1
+    with torch.inference_mode():
+        full = runner._full_pass([row, other], kv)
+        window = runner._window_pass([row, other], kv)
+    assert row.nfe_full == 1 and row.nfe_block == 1
+    assert (full - window).abs().max().item() <= 1e-5
+
+
+def test_no_cache_means_every_step_is_full(dream_engine: Engine) -> None:
+    r = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=16, block_size=8, cache="none"))
+    assert r.nfe_block == 0 and r.nfe_full >= 2
+    d = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=16, block_size=8, cache="dual"))
+    assert d.nfe_full == 2  # one refresh per block
+    assert d.nfe_full + d.nfe_block == r.nfe_full  # same commits per step on this model
+
+
+def test_threshold_above_one_commits_one_token_per_step(dream_engine: Engine) -> None:
+    p = InfillParams(span=12, block_size=4, decode="threshold", threshold=1.5)
+    item = (dream_engine.encode(PREFIX), dream_engine.encode(SUFFIX), 12, p, None)
+    row = dream_engine._row(*item)
+    dream_engine.runner.run([row])
+    assert row.trace == [1] * 12
+    assert row.nfe_full + row.nfe_block == 12
+
+
+def test_threshold_zero_commits_whole_block_at_first_pass(dream_engine: Engine) -> None:
+    r = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=16, block_size=8, threshold=0.0))
+    assert (r.nfe_full, r.nfe_block, r.tokens) == (2, 0, 16)
+
+
+def with_eos_bias(engine: Engine, bias: float) -> torch.nn.Linear:
+    """Give lm_head a bias towards the end token (a real model made to want to stop)."""
+    old = engine.model.lm_head
+    new = torch.nn.Linear(old.in_features, old.out_features, bias=True)
+    with torch.no_grad():
+        new.weight.copy_(old.weight)
+        new.bias.zero_()
+        new.bias[EOS_ID] = bias
+    engine.model.lm_head = new
+    return old
+
+
+def test_end_token_fills_the_rest_without_model_calls(dream_engine: Engine) -> None:
+    old = with_eos_bias(dream_engine, 40.0)
+    calls, handle = count_calls(dream_engine)
+    try:
+        r = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=64, block_size=8))
+    finally:
+        handle.remove()
+        dream_engine.model.lm_head = old
+    # The first pass commits the end token everywhere in block 0 (p ~ 1 >= tau); the other seven
+    # blocks are filled by the rule and never run.
+    assert r.stop_reason == "end_token"
+    assert r.text == "" and r.token_ids == []
+    assert len(calls) == r.nfe_full + r.nfe_block == 1
+
+
+def test_end_token_mid_span_one_token_per_step(dream_engine: Engine) -> None:
+    old = with_eos_bias(dream_engine, 4.0)
+    calls, handle = count_calls(dream_engine)
+    try:
+        p = InfillParams(span=48, block_size=8, decode="fixed")
+        item = (dream_engine.encode(PREFIX), dream_engine.encode(SUFFIX), 48, p, None)
+        row = dream_engine._row(*item)
+        dream_engine.runner.run([row])
+    finally:
+        handle.remove()
+        dream_engine.model.lm_head = old
+    assert row.stop_reason == "end_token" and row.end_at is not None
+    decided = row.end_at - row.span_start + 1  # positions up to and including the end
+    assert decided < 48
+    assert len(calls) == sum(row.trace) == row.committed <= decided
+    assert bool((row.canvas[row.end_at : row.span_end] == EOS_ID).all())
+
+
+def test_batch_equals_one_by_one(dream_engine: Engine) -> None:
+    reqs = [
+        (PREFIX, SUFFIX, InfillParams(span=20, block_size=8)),
+        ("x = [1, 2", "]\nprint(x)\n", InfillParams(span=7, block_size=4, cache="prefix")),
+        ("", "return a\n", InfillParams(span=9, decode="fixed", cache="none")),
+        ("class A:\n    def f(self):\n", "", InfillParams(span=13, decode="factor")),
+    ]
+    batched = dream_engine.infill_batch(reqs)
+    single = [dream_engine.infill(*r) for r in reqs]
+    assert [b.token_ids for b in batched] == [s.token_ids for s in single]
+    assert [(b.nfe_full, b.nfe_block) for b in batched] == [
+        (s.nfe_full, s.nfe_block) for s in single
+    ]
+
+
+def test_cancel_returns_promptly_and_frees_cache(dream_engine: Engine) -> None:
+    from infill_engine import InfillRequest
+
+    cancel = threading.Event()
+    events: list[StepEvent] = []
+
+    def observe(e: StepEvent) -> None:
+        events.append(e)
+        if e.step == 2:
+            cancel.set()
+
+    p = InfillParams(span=40, block_size=8, threshold=2.0)
+    reqs = [InfillRequest(PREFIX, SUFFIX, p, cancel), InfillRequest("a = 1\n", "", p)]
+    cancelled, other = dream_engine.infill_batch(reqs, observer=observe)
+    assert cancelled.stop_reason == "cancelled"
+    assert cancelled.nfe_full + cancelled.nfe_block == 2  # stopped at the next step
+    assert other.stop_reason == "span_full" and other.tokens == 40
+    assert events[1].cache_rows == 2 and events[2].cache_rows == 1
+    assert events[2].cache_bytes == events[1].cache_bytes // 2
+    assert events[-1].cache_rows == 0 and events[-1].cache_bytes == 0
+
+
+def test_empty_prefix_and_suffix(dream_engine: Engine) -> None:
+    r = dream_engine.infill("", "", InfillParams(span=6, block_size=4))
+    assert r.stop_reason in ("span_full", "end_token")
+    assert r.nfe_full >= 1 and isinstance(r.text, str)
+
+
+def test_sampling_is_seeded(dream_engine: Engine) -> None:
+    p = InfillParams(span=10, temperature=1.0, top_p=0.9, seed=7)
+    a, b = dream_engine.infill(PREFIX, SUFFIX, p), dream_engine.infill(PREFIX, SUFFIX, p)
+    greedy = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=10))
+    assert a.token_ids == b.token_ids
+    assert a.token_ids != greedy.token_ids
