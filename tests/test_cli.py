@@ -1,0 +1,63 @@
+"""The console script, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infill_engine.cli import split_at
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "infill_engine.cli", *args],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+
+
+def test_split_at_is_one_based() -> None:
+    assert split_at("ab\ncd\n", 2, 2) == ("ab\nc", "d\n")
+    assert split_at("ab\ncd\n", 1, 1) == ("", "ab\ncd\n")
+    with pytest.raises(ValueError, match="line 9"):
+        split_at("ab\n", 9, 1)
+    with pytest.raises(ValueError, match="column 7"):
+        split_at("ab\n", 1, 7)
+
+
+def test_fill_json_on_builtin(tmp_path: Path, dream_dir: Path) -> None:
+    src = tmp_path / "f.py"
+    src.write_text("def add(a, b):\n    return \n")
+    p = run_cli("fill", str(src), "--line", "2", "--col", "12", "--span", "8",
+                "--model", str(dream_dir), "--json")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["span"] == 8 and out["nfe_full"] >= 1
+    assert out["stop_reason"] in ("end_token", "span_full")
+
+
+def test_fill_bad_position_is_a_clear_error(tmp_path: Path) -> None:
+    src = tmp_path / "f.py"
+    src.write_text("x = 1\n")
+    p = run_cli("fill", str(src), "--line", "40", "--col", "1")
+    assert p.returncode == 2 and "line 40 is outside the file" in p.stderr
+
+
+def test_bench_reports_ratios_to_its_own_baseline(dream_dir: Path) -> None:
+    p = run_cli("bench", "--model", str(dream_dir), "--spans", "16", "--block-size", "8",
+                "--context", "24", "--json")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    assert [(r["decode"], r["cache"]) for r in rows] == [
+        ("fixed", "none"), ("threshold", "none"), ("threshold", "prefix"), ("threshold", "dual"),
+    ]  # fmt: skip
+    base = rows[0]
+    assert base["nfe_ratio"] == 1.0 and base["agree"] == 1.0
+    assert base["nfe_full"] == base["nfe"] and base["nfe_block"] == 0
+    dual = rows[3]
+    assert dual["nfe_full"] == 2 and dual["nfe_block"] > 0  # one refresh per block of 8
