@@ -96,13 +96,14 @@ class BlockRunner:
 
     @torch.inference_mode()
     def run(self, rows: list[Row], observer: Observer | None = None) -> list[Row]:
+        if not rows:
+            return rows
         t0 = time.perf_counter()
-        device = rows[0].canvas.device if rows else torch.device("cpu")
-        self.end_ids = self.end_ids.to(device)
+        self.end_ids = self.end_ids.to(rows[0].canvas.device)
         for row in rows:
             self._settle(row)  # an empty span finishes here with no pass at all
         active = [r for r in rows if r.stop_reason is None]
-        cache = KVCache(self.model.args.num_layers, len(active), max(r.length for r in rows or []))
+        cache = KVCache(self.model.args.num_layers, len(active), max(r.length for r in rows))
         for i, row in enumerate(active):
             row.slot = i
         step = 0

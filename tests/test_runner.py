@@ -178,6 +178,10 @@ def test_cancel_returns_promptly_and_frees_cache(dream_engine: Engine) -> None:
     assert events[-1].cache_rows == 0 and events[-1].cache_bytes == 0
 
 
+def test_empty_batch(dream_engine: Engine) -> None:
+    assert dream_engine.infill_batch([]) == []
+
+
 def test_empty_prefix_and_suffix(dream_engine: Engine) -> None:
     r = dream_engine.infill("", "", InfillParams(span=6, block_size=4))
     assert r.stop_reason in ("span_full", "end_token")
