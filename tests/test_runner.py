@@ -194,3 +194,15 @@ def test_sampling_is_seeded(dream_engine: Engine) -> None:
     greedy = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=10))
     assert a.token_ids == b.token_ids
     assert a.token_ids != greedy.token_ids
+
+
+def test_oversized_context_is_trimmed_at_the_far_ends(dream_engine: Engine) -> None:
+    from infill_engine.engine import fit_context
+
+    prefix, suffix = fit_context(list(range(900)), list(range(1000, 1300)), 400)
+    assert len(prefix) + len(suffix) == 400
+    assert prefix[-1] == 899 and suffix[0] == 1000  # the text next to the hole is kept
+    r = dream_engine.infill(PREFIX * 80, SUFFIX * 80, InfillParams(span=8))
+    assert r.span == 8 and r.nfe_full >= 1
+    with pytest.raises(ValueError, match="exceeds the model's 512 positions"):
+        dream_engine.infill("a", "b", InfillParams(span=600, max_span=1000))
