@@ -72,6 +72,9 @@ class Engine:
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
+        if tokenizer is not None:
+            # The engine trims context itself (fit_context); the tokenizer must not warn about it.
+            tokenizer.model_max_length = 1 << 60
         self.mask_id = mask_id
         self.end_ids = tuple(end_ids)
         self.family = family
