@@ -13,20 +13,22 @@ from safetensors.torch import load_file, save_file
 from infill_engine import InfillParams, ModelLoadError, load
 
 
+def with_model_type(path: Path, model_type: str) -> Path:
+    make_dream(path)
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["model_type"] = model_type
+    (path / "config.json").write_text(json.dumps(cfg))
+    return path
+
+
 def test_unknown_model_type(tmp_path: Path) -> None:
-    make_dream(tmp_path)
-    cfg = json.loads((tmp_path / "config.json").read_text())
-    cfg["model_type"] = "gpt2"
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with_model_type(tmp_path, "gpt2")
     with pytest.raises(ModelLoadError, match="unknown model_type 'gpt2'"):
         load(str(tmp_path), device="cpu")
 
 
 def test_qwen2_needs_an_explicit_diffusion_reading(tmp_path: Path) -> None:
-    make_dream(tmp_path)
-    cfg = json.loads((tmp_path / "config.json").read_text())
-    cfg["model_type"] = "qwen2"
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with_model_type(tmp_path, "qwen2")
     with pytest.raises(ModelLoadError, match="qwen2_as_diffusion"):
         load(str(tmp_path), device="cpu")
     engine = load(str(tmp_path), device="cpu", qwen2_as_diffusion=True)
