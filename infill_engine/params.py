@@ -33,6 +33,9 @@ class InfillParams:
     temperature: float = 0.0  # 0 = greedy
     top_p: float = 1.0
     seed: int | None = None
+    # End tokens are never proposed at the first min_tokens span positions, so the completion has
+    # at least that many tokens. An editor sets 1: an empty completion is never useful there.
+    min_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.span != "auto" and (
@@ -61,6 +64,10 @@ class InfillParams:
             raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if isinstance(self.min_tokens, bool) or not isinstance(self.min_tokens, int):
+            raise ValueError(f"min_tokens must be an int >= 0, got {self.min_tokens!r}")
+        if self.min_tokens < 0 or (isinstance(self.span, int) and self.min_tokens > self.span):
+            raise ValueError(f"min_tokens must be in [0, span], got {self.min_tokens!r}")
 
 
 @dataclass(frozen=True)

@@ -202,9 +202,11 @@ class BlockRunner:
             block = row.canvas[lo:hi]
             masked = block == self.mask_id
             p = row.params
-            token, conf = decode.propose(
-                row_logits[: hi - lo], p.temperature, p.top_p, row.generator
-            )
+            scores = row_logits[: hi - lo]
+            early = p.min_tokens - (lo - row.span_start)  # block positions before min_tokens
+            if early > 0:
+                scores[:early, self.end_ids] = -torch.inf
+            token, conf = decode.propose(scores, p.temperature, p.top_p, row.generator)
             pick = decode.select(conf, masked, p, block_len=hi - lo, step=row.step)
             block[pick] = token[pick]
             n = int(pick.sum())

@@ -90,6 +90,10 @@ class Batch:
     targets: Tensor  # [B, T] true tokens
     masked: Tensor  # [B, T] bool, positions scored
     weight: Tensor  # [B] 1 / (t * normaliser)
+    scale: Tensor | None = None  # [B, T] per-position loss scale (None = all 1)
+
+
+Example = tuple[list[int], list[bool], float, list[float]]  # ids, masked, weight, scale
 
 
 class Sampler:
@@ -132,7 +136,7 @@ class Sampler:
     def _t(self) -> float:
         return max(self.rng.random(), 1e-3)
 
-    def llada(self) -> tuple[list[int], list[bool], float]:
+    def llada(self) -> Example:
         n = int(self.t["seq_len"])
         ids = self._encode(self._window(n * 6))[:n]
         ids += [self.end_id] * (n - len(ids))
@@ -140,7 +144,7 @@ class Sampler:
         masked = [self.rng.random() < t for _ in ids]
         if not any(masked):
             masked[self.rng.randrange(n)] = True
-        return ids, masked, 1.0 / (t * n)
+        return ids, masked, 1.0 / (t * n), [1.0] * n
 
     def _cut(self, text: str) -> tuple[int, int]:
         """Character offsets [a, b) of the middle: one line, a block of lines or a random span."""
@@ -155,7 +159,7 @@ class Sampler:
         a = self.rng.randrange(len(text) // 4, max(len(text) // 4 + 1, len(text) * 3 // 4))
         return a, min(len(text), a + self.rng.randint(1, 120))
 
-    def infill(self) -> tuple[list[int], list[bool], float]:
+    def infill(self) -> Example:
         n = int(self.t["seq_len"])
         max_span = min(int(self.t["max_span"]), n // 2)
         for _ in range(20):
@@ -185,7 +189,14 @@ class Sampler:
                 masked[i] = self.rng.random() < t
             if not any(masked[start : start + span]):
                 masked[start + self.rng.randrange(span)] = True
-            return ids, masked, 1.0 / (t * span)
+            # The first end token marks the boundary and is what the engine's end rule acts on;
+            # the padding after it is trivial once the boundary is known, so it weighs less and
+            # cannot teach the model that an end token is the likeliest guess anywhere in a span.
+            scale = [1.0] * n
+            pad = float(self.t.get("end_pad_weight", 1.0))
+            for i in range(start + len(mid) + 1, start + span):
+                scale[i] = pad
+            return ids, masked, 1.0 / (t * span), scale
         return self.llada()
 
     def batch(self, size: int) -> Batch:
@@ -194,13 +205,16 @@ class Sampler:
         targets = torch.tensor([r[0] for r in rows], dtype=torch.long)
         masked = torch.tensor([r[1] for r in rows], dtype=torch.bool)
         ids = torch.where(masked, torch.full_like(targets, self.mask_id), targets)
-        return Batch(ids, targets, masked, torch.tensor([r[2] for r in rows]))
+        scale = torch.tensor([r[3] for r in rows], dtype=torch.float32)
+        return Batch(ids, targets, masked, torch.tensor([r[2] for r in rows]), scale)
 
 
 def diffusion_loss(model: DiffusionTransformer, batch: Batch) -> Tensor:
     logits = shifted_logits(model, batch.ids)
     ce = F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten(), reduction="none")
     ce = ce.view_as(batch.targets) * batch.masked
+    if batch.scale is not None:
+        ce = ce * batch.scale
     return (ce.sum(1) * batch.weight).mean()
 
 
@@ -251,13 +265,42 @@ def lr_at(step: int, frac_done: float, cfg: dict[str, Any]) -> float:
     return base * (floor + (1 - floor) * cos)
 
 
+def warm_start(
+    init: Path, cfg: dict[str, Any]
+) -> tuple[DiffusionTransformer, Tokenizer, list[Any]]:
+    """Model, tokenizer and earlier stages of a model dir this repo trained, to train further.
+
+    The weights load through the same loader as any checkpoint; the architecture in `cfg` is
+    replaced by the one the directory was trained with, so the two always agree.
+    """
+    from .loader import load_model_dir
+
+    meta_path = init / "training_meta.json"
+    if not meta_path.is_file():
+        raise SystemExit(f"--init {init}: no training_meta.json; only dirs from this trainer")
+    meta = json.loads(meta_path.read_text())
+    cfg["model"] = meta["config"]["model"]
+    cfg["tokenizer"] = meta["config"]["tokenizer"]
+    tok = Tokenizer.from_file(str(init / "tokenizer.json"))
+    loaded = load_model_dir(init, torch.device("cpu"), torch.float32)
+    if loaded.mask_id != special_ids(tok)[1]:
+        raise SystemExit(f"--init {init}: tokenizer and config disagree on the mask id")
+    stages = list(meta.get("stages", [])) or [{k: v for k, v in meta.items() if k != "config"}]
+    return loaded.model, tok, stages
+
+
 def train(
     cfg: dict[str, Any],
     out: Path,
     files: list[SourceFile] | None = None,
     progress: bool = True,
+    init: Path | None = None,
 ) -> dict[str, Any]:
-    """Train per cfg and write the model dir to `out`; returns a summary (final loss, steps...)."""
+    """Train per cfg and write the model dir to `out`; returns a summary (final loss, steps...).
+
+    With `init`, training continues from that model dir (weights and tokenizer) with a fresh
+    schedule; the summary then lists the earlier stages under "stages".
+    """
     t_cfg = cfg["train"]
     seed = int(cfg["seed"])
     random.seed(seed)
@@ -266,8 +309,12 @@ def train(
     if files is None:
         c = cfg["corpus"]
         files, _ = split_corpus(heldout_percent=int(c["heldout_percent"]), max_files=c["max_files"])
-    tok = train_tokenizer((f.text for f in files), int(cfg["tokenizer"]["vocab_size"]))
-    model = build_model(cfg, tok)
+    stages: list[Any] = []
+    if init is not None:
+        model, tok, stages = warm_start(init, cfg)
+    else:
+        tok = train_tokenizer((f.text for f in files), int(cfg["tokenizer"]["vocab_size"]))
+        model = build_model(cfg, tok)
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -313,25 +360,42 @@ def train(
         )
         if time.monotonic() - last_ckpt >= ckpt_every:
             model.eval()
-            save_model(model, tok, cfg, out, _meta(cfg, step, ema, n_params, start, tokens))
+            meta = _meta(cfg, step, ema, n_params, start, tokens, stages)
+            save_model(model, tok, cfg, out, meta)
             model.train()
             last_ckpt = time.monotonic()
     bar.close()
     model.eval()
-    meta = _meta(cfg, step, ema, n_params, start, tokens)
+    meta = _meta(cfg, step, ema, n_params, start, tokens, stages)
     save_model(model, tok, cfg, out, meta)
     return meta
 
 
 def _meta(
-    cfg: dict[str, Any], step: int, ema: float | None, n_params: int, start: float, tokens: int
+    cfg: dict[str, Any],
+    step: int,
+    ema: float | None,
+    n_params: int,
+    start: float,
+    tokens: int,
+    stages: list[Any] | None = None,
 ) -> dict[str, Any]:
-    return {
+    this = {
         "steps": step,
         "loss_ema": ema,
         "params": n_params,
         "tokens_seen": tokens,
         "wall_seconds": round(time.monotonic() - start, 1),
+    }
+    if not stages:
+        return {**this, "config": cfg}
+    done = [*stages, {**this, "init": True}]
+    return {
+        **this,
+        "steps": sum(int(s["steps"]) for s in done),
+        "tokens_seen": sum(int(s["tokens_seen"]) for s in done),
+        "wall_seconds": round(sum(float(s["wall_seconds"]) for s in done), 1),
+        "stages": done,
         "config": cfg,
     }
 
@@ -343,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=None, help="wall-clock budget")
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    ap.add_argument("--init", type=Path, default=None, help="continue from this model dir")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     a = ap.parse_args(argv)
@@ -353,7 +419,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg["train"]["steps"] = a.steps
     if a.seed is not None:
         cfg["seed"] = a.seed
-    meta = train(cfg, a.out, progress=not a.no_progress)
+    if a.lr is not None:
+        cfg["train"]["lr"] = a.lr
+    meta = train(cfg, a.out, progress=not a.no_progress, init=a.init)
     if a.json:
         print(json.dumps({k: v for k, v in meta.items() if k != "config"}))
     else:

@@ -97,6 +97,8 @@ def test_bad_json(tmp_path: Path) -> None:
         ({"top_p": 0.0}, "top_p"),
         ({"temperature": -1.0}, "temperature"),
         ({"block_size": 0}, "block_size"),
+        ({"min_tokens": -1}, "min_tokens"),
+        ({"span": 4, "min_tokens": 5}, "min_tokens"),
     ],
 )
 def test_params_validate(kwargs: dict[str, object], message: str) -> None:

@@ -123,6 +123,19 @@ def test_end_token_fills_the_rest_without_model_calls(dream_engine: Engine) -> N
     assert len(calls) == r.nfe_full + r.nfe_block == 1
 
 
+def test_min_tokens_keeps_end_tokens_out_of_the_first_positions(dream_engine: Engine) -> None:
+    old = with_eos_bias(dream_engine, 40.0)
+    try:
+        p = InfillParams(span=64, block_size=8, min_tokens=11)
+        r = dream_engine.infill(PREFIX, SUFFIX, p)
+    finally:
+        dream_engine.model.lm_head = old
+    # The end token wins everywhere it is allowed: right after the 11 forced positions, which
+    # straddle the first block boundary.
+    assert r.stop_reason == "end_token"
+    assert len(r.token_ids) == 11 and EOS_ID not in r.token_ids
+
+
 def test_end_token_mid_span_one_token_per_step(dream_engine: Engine) -> None:
     old = with_eos_bias(dream_engine, 4.0)
     calls, handle = count_calls(dream_engine)

@@ -61,9 +61,44 @@ def test_sampler_is_deterministic_and_infill_spans_end_with_end_tokens() -> None
     assert torch.equal(a.ids, b.ids) and torch.equal(a.masked, b.masked)
     assert a.masked.any(1).all()  # every row scores something
     s = Sampler(files, tok, cfg, seed=3)
-    ids, masked, weight = s.infill()
-    assert len(ids) == cfg["train"]["seq_len"] and weight > 0
+    ids, masked, weight, scale = s.infill()
+    assert len(ids) == cfg["train"]["seq_len"] == len(scale) and weight > 0
     assert any(masked)
+
+
+def test_end_padding_after_the_first_end_token_weighs_less() -> None:
+    cfg = tiny_config()
+    cfg["train"].update(oracle_fraction=0.0, end_pad_weight=0.25)
+    files = tiny_files()
+    tok = train_tokenizer((f.text for f in files), 320)
+    s = Sampler(files, tok, cfg, seed=5)
+    end_id = tok.token_to_id("<|endoftext|>")
+    seen = 0
+    for _ in range(20):
+        ids, _, _, scale = s.infill()
+        low = [i for i, w in enumerate(scale) if w != 1.0]
+        if not low:
+            continue  # the span held exactly one end token
+        seen += 1
+        assert all(scale[i] == 0.25 and ids[i] == end_id for i in low)
+        assert ids[low[0] - 1] == end_id  # the first end token itself keeps full weight
+        assert scale[low[0] - 1] == 1.0
+    assert seen > 0
+
+
+def test_warm_start_continues_from_a_trained_dir(tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    train(tiny_config(), first, files=tiny_files(), progress=False)
+    cfg = tiny_config()
+    cfg["model"]["hidden_size"] = 64  # ignored: the architecture comes from the dir
+    second = tmp_path / "second"
+    meta = train(cfg, second, files=tiny_files(), progress=False, init=first)
+    assert meta["steps"] == 6 and [s["steps"] for s in meta["stages"]] == [3, 3]
+    assert meta["config"]["model"]["hidden_size"] == 32
+    a, b = load(str(first), device="cpu"), load(str(second), device="cpu")
+    assert a.tokenizer.get_vocab() == b.tokenizer.get_vocab()
+    wa, wb = a.model.embed_tokens.weight, b.model.embed_tokens.weight
+    assert wa.shape == wb.shape and not torch.equal(wa, wb)  # it trained further
 
 
 def test_split_is_deterministic_and_disjoint() -> None:
