@@ -38,6 +38,7 @@ def fill(argv: list[str]) -> int:
     ap.add_argument("--threshold", type=float, default=0.9)
     ap.add_argument("--cache", choices=CACHE_MODES, default="dual")
     ap.add_argument("--block-size", type=int, default=32)
+    ap.add_argument("--min-tokens", type=int, default=1, help="hold end tokens off this long")
     ap.add_argument("--json", action="store_true", help="print the completion with its metrics")
     a = ap.parse_args(argv)
     try:
@@ -45,7 +46,8 @@ def fill(argv: list[str]) -> int:
         span = a.span if a.span == "auto" else int(a.span)
         params = InfillParams(
             span=span, decode=a.decode, threshold=a.threshold, cache=a.cache,
-            block_size=a.block_size,
+            block_size=a.block_size, min_tokens=min(a.min_tokens, span) if span != "auto"
+            else a.min_tokens,
         )  # fmt: skip
         engine = load(a.model, device=a.device, qwen2_as_diffusion=a.qwen2_diffusion)
     except (OSError, ValueError) as e:
@@ -62,9 +64,11 @@ def fill(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"fill", "bench", "train", "eval-infill"}
+    commands = {"fill", "bench", "bench-lsp", "train", "eval-infill"}
     if not argv or argv[0] not in commands:
-        print("usage: dllm-infill {fill,bench,train,eval-infill} [--help]", file=sys.stderr)
+        print(
+            "usage: dllm-infill {fill,bench,bench-lsp,train,eval-infill} [--help]", file=sys.stderr
+        )
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "fill":
@@ -73,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         from .bench import main as bench_main
 
         return bench_main(rest)
+    if cmd == "bench-lsp":
+        from lsp_server.bench import main as bench_lsp_main
+
+        return bench_lsp_main(rest)
     if cmd == "train":
         from .train import main as train_main
 

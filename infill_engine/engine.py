@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +136,52 @@ class Engine:
             self.runner.run(rows, observer=observer)
         return [self._result(row) for row in rows]
 
+    def refine(
+        self,
+        prefix: str,
+        text: str,
+        suffix: str,
+        fraction: float = 0.25,
+        params: InfillParams | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RefineResult:
+        """Edit `text` in place: remask its least likely tokens and predict them again.
+
+        One full pass scores every token of `text` in its context; the `fraction` with the lowest
+        probability of being what they are become masks, and the block loop re-predicts only
+        those. The rest of the text stays as the user wrote it. No autoregressive model can do
+        this edit: it needs the suffix and the text's own later tokens at once.
+        """
+        if not 0 < fraction <= 1:
+            raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
+        ids = self.encode(text)
+        if not ids:
+            raise ValueError("nothing to refine: the text is empty")
+        base = params or DEFAULT_PARAMS
+        # No end token may land inside: the end rule would erase the user's text after it.
+        n_ids = len(ids)
+        p = replace(base, span=n_ids, max_span=max(base.max_span, n_ids), min_tokens=n_ids)
+        row = self._row(self.encode(prefix), self.encode(suffix), len(ids), p, cancel)
+        lo, hi = row.span_start, row.span_end
+        row.canvas[lo:hi] = torch.tensor(ids, device=row.canvas.device)
+        with self._lock:
+            logp = torch.log_softmax(self.logits(row.canvas[None])[0, lo:hi], dim=-1)
+            mine = logp.gather(1, row.canvas[lo:hi, None].to(logp.device))[:, 0]
+            n = max(1, round(fraction * len(ids)))
+            worst = torch.topk(-mine, n).indices.to(row.canvas.device)
+            row.canvas[lo + worst] = self.mask_id
+            self.runner.run([row])
+        new = row.canvas[lo:hi].tolist()
+        kept = [t for t in new if t not in self.end_ids and t != self.mask_id]
+        return RefineResult(
+            text=self.decode_ids(kept),
+            remasked=sorted(int(i) for i in worst.tolist()),
+            changed=sum(a != b for a, b in zip(ids, new, strict=True)),
+            nfe=row.nfe_full + row.nfe_block + 1,
+            stop_reason=row.stop_reason or "span_full",
+            token_ids=new,
+        )
+
     def encode(self, text: str) -> list[int]:
         if self.tokenizer is None:
             raise ValueError("this engine has no tokenizer; use infill_ids with token ids")
@@ -191,6 +237,16 @@ class Engine:
             token_ids=ids,
             span=row.span_end - row.span_start,
         )
+
+
+@dataclass(frozen=True)
+class RefineResult:
+    text: str  # the edited text
+    remasked: list[int]  # token positions (within the text) that were predicted again
+    changed: int  # how many of them now hold a different token
+    nfe: int  # forward passes, the scoring pass included
+    stop_reason: str
+    token_ids: list[int]  # the edited text's ids, one per original token
 
 
 def _as_request(r: RequestLike) -> InfillRequest:

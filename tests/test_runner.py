@@ -219,3 +219,20 @@ def test_oversized_context_is_trimmed_at_the_far_ends(dream_engine: Engine) -> N
     assert r.span == 8 and r.nfe_full >= 1
     with pytest.raises(ValueError, match="exceeds the model's 512 positions"):
         dream_engine.infill("a", "b", InfillParams(span=600, max_span=1000))
+
+
+def test_refine_repredicts_only_the_least_likely_tokens(dream_engine: Engine) -> None:
+    text = "x = compute(a, b)\n    y = x + 1"
+    ids = dream_engine.encode(text)
+    r = dream_engine.refine(PREFIX, text, SUFFIX, fraction=0.3)
+    n = round(0.3 * len(ids))
+    assert len(r.remasked) == n and r.nfe >= 2
+    assert len(r.token_ids) == len(ids) and dream_engine.mask_id not in r.token_ids
+    remasked = set(r.remasked)
+    # Every token outside the remasked set is still the user's own.
+    assert [t for i, t in enumerate(r.token_ids) if i not in remasked] == [
+        t for i, t in enumerate(ids) if i not in remasked
+    ]
+    assert r.changed == sum(a != b for a, b in zip(ids, r.token_ids, strict=True)) <= n
+    with pytest.raises(ValueError, match="empty"):
+        dream_engine.refine(PREFIX, "", SUFFIX)

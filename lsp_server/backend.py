@@ -1,0 +1,164 @@
+"""The engine behind the server: loads it in the background, runs every model call on one worker
+thread (off the event loop), makes those calls cancellable, and keeps the counters that
+`dllm/status` reports.
+
+Cancellation is cooperative twice over: asyncio cancels the awaiting handler, and the handler
+sets the request's `threading.Event`, which the engine's block loop checks before every pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, TypeVar
+
+from infill_engine import Engine, InfillParams, InfillResult, load
+from infill_engine.engine import InfillRequest, RefineResult
+from infill_engine.loader import ModelLoadError
+
+from .options import EngineOptions
+
+State = Literal["idle", "loading", "ready", "failed"]
+T = TypeVar("T")
+
+
+class NotReady(Exception):
+    """The model is not loaded (yet, or at all)."""
+
+
+class Superseded(Exception):
+    """A newer request took over before this one reached the model."""
+
+
+@dataclass
+class Counters:
+    requests: int = 0  # engine calls asked for
+    model_calls: int = 0  # engine calls that ran the model
+    cancelled: int = 0  # calls whose block loop stopped on the cancel flag
+    forward_passes: int = 0
+    last: dict[str, Any] = field(default_factory=dict)  # the latest call's result, in brief
+
+
+class Backend:
+    def __init__(self, log: Callable[[str], None]) -> None:
+        self.log = log
+        self.state: State = "idle"
+        self.error: str | None = None
+        self.engine: Engine | None = None
+        self.options = EngineOptions()
+        self.counters = Counters()
+        self._lock = threading.Lock()
+        # One thread: the engine runs one decode loop at a time anyway, and a queue of one
+        # keeps a superseded request from holding the model while a newer one waits.
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dllm-engine")
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def load(self, options: EngineOptions, report: Callable[[str], None]) -> None:
+        """Load the model on the worker; never raises (a failure is the `failed` state)."""
+        self.state, self.error, self.options = "loading", None, options
+        if options.address is not None:
+            self.log(f"engine service {options.address!r} is not supported yet; running in-process")
+        report(f"loading {options.model} on {options.device}")
+        t0 = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        try:
+            engine = await loop.run_in_executor(
+                self._pool, lambda: load(options.model, device=options.device, dtype=options.dtype)
+            )
+        except (ModelLoadError, ValueError, RuntimeError, OSError) as e:
+            self.state, self.error, self.engine = "failed", str(e), None
+            return
+        self.engine, self.state = engine, "ready"
+        self.log(
+            f"model {options.model} ready on {engine.device} ({engine.dtype}) "
+            f"in {time.perf_counter() - t0:.1f}s"
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def status(self) -> dict[str, Any]:
+        e = self.engine
+        with self._lock:
+            counters = asdict(self.counters)
+        return {
+            "state": self.state,
+            "error": self.error,
+            "model": self.options.model,
+            "device": str(e.device) if e else None,
+            "dtype": str(e.dtype).removeprefix("torch.") if e else None,
+            "family": e.family if e else None,
+            **counters,
+        }
+
+    # -- model calls ------------------------------------------------------------------------------
+    def ready_engine(self) -> Engine:
+        if self.engine is None or self.state != "ready":
+            raise NotReady(self.error or f"the model is {self.state}")
+        return self.engine
+
+    async def infill(
+        self, prefix: str, suffix: str, params: InfillParams, cancel: threading.Event
+    ) -> InfillResult:
+        return (await self.infill_many(prefix, suffix, [params], cancel))[0]
+
+    async def infill_many(
+        self, prefix: str, suffix: str, params: list[InfillParams], cancel: threading.Event
+    ) -> list[InfillResult]:
+        """Several fills of one hole (say, several span lengths), decoded as one batch."""
+        engine = self.ready_engine()
+        reqs = [InfillRequest(prefix, suffix, p, cancel) for p in params]
+        return await self._run(lambda: engine.infill_batch(reqs), cancel)
+
+    async def refine(
+        self,
+        prefix: str,
+        text: str,
+        suffix: str,
+        fraction: float,
+        params: InfillParams,
+        cancel: threading.Event,
+    ) -> RefineResult:
+        engine = self.ready_engine()
+        return await self._run(
+            lambda: engine.refine(prefix, text, suffix, fraction, params, cancel), cancel
+        )
+
+    async def _run(self, call: Callable[[], T], cancel: threading.Event) -> T:
+        with self._lock:
+            self.counters.requests += 1
+
+        def work() -> T:
+            if cancel.is_set():
+                raise Superseded  # superseded while it queued: no model call at all
+            result = call()
+            self._record(result)
+            return result
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, work)
+        except asyncio.CancelledError:
+            cancel.set()  # the worker stops at its next pass; its result is dropped
+            raise
+
+    def _record(self, results: Any) -> None:
+        batch = results if isinstance(results, list) else [results]
+        result = batch[0]
+        stop = getattr(result, "stop_reason", None)
+        nfe = max(int(getattr(r, "nfe", 0)) for r in batch)  # a batch's rows share passes
+        with self._lock:
+            c = self.counters
+            c.model_calls += 1
+            c.forward_passes += nfe
+            c.cancelled += stop == "cancelled"
+            c.last = {
+                "stop_reason": stop,
+                "nfe": nfe,
+                "tokens": getattr(result, "tokens", None),
+                "span": getattr(result, "span", None),
+                "elapsed_ms": getattr(result, "elapsed_ms", None),
+            }

@@ -1,0 +1,173 @@
+"""`dllm-infill bench-lsp`: what the language server adds on top of the engine.
+
+A real LSP client (pygls) starts `dllm-infill-ls` over stdio, opens a sample file and sends N
+invoked inline-completion requests at different cursors. For each it records the round trip
+and the engine's own time for that request (from `dllm/status`, read outside the timed part),
+then prints p50/p95 of both and of their difference: the server's overhead (JSON-RPC, context
+building with the tokenizer, post-processing, syntax checks). A second pass re-asks at the same
+cursors after typing one character, to time the typed-ahead cache, which never calls the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.lsp.client import LanguageClient
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "bench_sample.py"
+
+
+def _plain(value: Any) -> Any:
+    """pygls hands untyped results over as namedtuples: back to dicts."""
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    return value
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def cursors(text: str, n: int) -> list[tuple[int, int]]:
+    """n cursors at the ends of non-blank lines, spread over the file."""
+    lines = text.split("\n")
+    ends = [(i, len(line)) for i, line in enumerate(lines) if line.strip()]
+    return [ends[(k * 7919) % len(ends)] for k in range(n)]
+
+
+async def run(n: int, sample: Path, settings: dict[str, Any], server: list[str]) -> dict[str, Any]:
+    client = LanguageClient("dllm-bench-lsp", "0")
+    await client.start_io(*server)
+    caps = lsp.ClientCapabilities(window=lsp.WindowClientCapabilities(work_done_progress=False))
+    await client.initialize_async(
+        lsp.InitializeParams(capabilities=caps, initialization_options=settings)
+    )
+    client.initialized(lsp.InitializedParams())
+
+    async def status() -> dict[str, Any]:
+        return dict(_plain(await client.protocol.send_request_async("dllm/status", None)))
+
+    t_load = time.perf_counter()
+    while (s := await status())["state"] not in ("ready", "failed"):
+        await asyncio.sleep(0.05)
+    if s["state"] == "failed":
+        raise SystemExit(f"bench-lsp: the model failed to load: {s['error']}")
+    load_s = time.perf_counter() - t_load
+    text = sample.read_text()
+    uri = sample.resolve().as_uri()
+    client.text_document_did_open(
+        lsp.DidOpenTextDocumentParams(
+            text_document=lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+        )
+    )
+
+    def params(line: int, char: int) -> lsp.InlineCompletionParams:
+        return lsp.InlineCompletionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=line, character=char),
+            context=lsp.InlineCompletionContext(
+                trigger_kind=lsp.InlineCompletionTriggerKind.Invoked
+            ),
+        )
+
+    # One warm-up request: the first pass pays for allocator and kernel warm-up.
+    await client.text_document_inline_completion_async(params(*cursors(text, 1)[0]))
+    rtt, engine, overhead, cached = [], [], [], []
+    version = 1
+    for line, char in cursors(text, n):
+        calls = (await status())["model_calls"]
+        t0 = time.perf_counter()
+        result = await client.text_document_inline_completion_async(params(line, char))
+        ms = (time.perf_counter() - t0) * 1000
+        s = await status()
+        if s["model_calls"] != calls + 1:
+            continue  # answered without the model: not a model round trip
+        rtt.append(ms)
+        engine.append(float(s["last"]["elapsed_ms"]))
+        overhead.append(ms - engine[-1])
+        items = result.items if isinstance(result, lsp.InlineCompletionList) else result or []
+        first = items[0].insert_text if items else ""
+        if isinstance(first, str) and first[:1].strip():
+            # Type the completion's first character and ask again: the cache answers.
+            lines = text.split("\n")
+            lines[line] = lines[line][:char] + first[0] + lines[line][char:]
+            version += 1
+            client.text_document_did_change(
+                lsp.DidChangeTextDocumentParams(
+                    text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    content_changes=[
+                        lsp.TextDocumentContentChangeWholeDocument(text="\n".join(lines))
+                    ],
+                )
+            )
+            t0 = time.perf_counter()
+            await client.text_document_inline_completion_async(params(line, char + 1))
+            cached.append((time.perf_counter() - t0) * 1000)
+            version += 1  # put the text back for the next cursor
+            client.text_document_did_change(
+                lsp.DidChangeTextDocumentParams(
+                    text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)],
+                )
+            )
+    final = await status()
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+
+    def summary(values: list[float]) -> dict[str, float]:
+        return {
+            "p50": round(_pct(values, 0.5), 2),
+            "p95": round(_pct(values, 0.95), 2),
+            "mean": round(statistics.fmean(values), 2) if values else float("nan"),
+        }
+
+    return {
+        "requests": len(rtt),
+        "model": final["model"],
+        "device": final["device"],
+        "load_s": round(load_s, 2),
+        "round_trip_ms": summary(rtt),
+        "engine_ms": summary(engine),
+        "overhead_ms": summary(overhead),
+        "typeahead_ms": summary(cached),
+        "typeahead_hits": final["typeahead_hits"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="dllm-infill bench-lsp", description=__doc__.split("\n")[0])
+    ap.add_argument("-n", "--requests", type=int, default=40)
+    ap.add_argument("--sample", type=Path, default=SAMPLE)
+    ap.add_argument("--model", default="builtin")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    settings = {"model": a.model, "device": a.device, "debounceMs": 0, "candidates": 1}
+    server = [sys.executable, "-m", "lsp_server", "--log-level", "WARNING"]
+    out = asyncio.run(run(a.requests, a.sample, settings, server))
+    if a.json:
+        print(json.dumps(out))
+        return 0
+    print(f"bench-lsp: {out['requests']} requests, {out['model']} on {out['device']}")
+    print(f"{'':14}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
+    for key, label in (
+        ("round_trip_ms", "round trip"),
+        ("engine_ms", "engine"),
+        ("overhead_ms", "server adds"),
+        ("typeahead_ms", "typed ahead"),
+    ):
+        v = out[key]
+        print(f"{label:14}{v['p50']:>10.2f}{v['p95']:>10.2f}{v['mean']:>10.2f}")
+    return 0

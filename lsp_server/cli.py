@@ -1,0 +1,61 @@
+"""`dllm-infill-ls`: the language server's command line. Stdio by default; `--tcp HOST:PORT`
+binds to loopback only (unless `--allow-remote`) and always requires a token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import secrets
+import sys
+
+from .server import VERSION, build_server
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="dllm-infill-ls", description="Language server for diffusion-LM code infill."
+    )
+    ap.add_argument("--stdio", action="store_true", help="serve on stdio (the default)")
+    ap.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="serve on TCP")
+    ap.add_argument("--token", help="TCP: the secret clients send (default: $DLLM_LS_TOKEN)")
+    ap.add_argument("--allow-remote", action="store_true", help="TCP: allow a non-loopback host")
+    ap.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    ap.add_argument("--version", action="version", version=f"dllm-infill-ls {VERSION}")
+    a = ap.parse_args(argv)
+    # stdout carries the protocol in stdio mode: every log line goes to stderr.
+    logging.basicConfig(level=a.log_level, stream=sys.stderr, format="%(levelname)s %(message)s")
+    if a.tcp is None:
+        build_server().start_io()
+        return 0
+    host, port = a.tcp
+    if not _is_loopback(host) and not a.allow_remote:
+        ap.error(f"{host} is not a loopback address; pass --allow-remote to bind it anyway")
+    token = a.token or os.environ.get("DLLM_LS_TOKEN")
+    if not token:
+        token = secrets.token_urlsafe(16)
+        print(f"dllm-infill-ls: token {token}", file=sys.stderr, flush=True)
+    build_server(token=token).start_tcp(host, port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

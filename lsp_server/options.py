@@ -1,0 +1,186 @@
+"""Settings of the language server: frozen dataclasses, read from `initializationOptions` or the
+`dllm` section of `workspace/didChangeConfiguration`.
+
+Keys are the camelCase names editors use (`decode.blockSize`), nested or dotted. Every bad value
+is reported as a message and replaced by its default; the rest of the settings still apply.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from infill_engine.params import CACHE_MODES, DECODE_POLICIES
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    model: str = "builtin"  # "builtin", an HF-format directory, or a hub id in the local cache
+    device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", "mps"
+    dtype: str = "auto"
+    address: str | None = None  # engine service address; None = in-process
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    policy: str = "threshold"
+    threshold: float = 0.9
+    block_size: int = 32
+    max_span: int = 128  # the largest span the server asks for (tokens)
+    span: int | None = None  # a fixed span length; None = planned per request
+    min_tokens: int = 1  # the shortest completion, in tokens (end tokens are held off until then)
+    cache: str = "dual"
+
+
+@dataclass(frozen=True)
+class ContextOptions:
+    prefix_tokens: int = 1024  # model tokens of context before the cursor
+    suffix_tokens: int = 512
+    max_document_chars: int = 2_000_000  # larger documents get no completions (and a log line)
+
+
+@dataclass(frozen=True)
+class CompletionOptions:
+    debounce_ms: float = 75.0  # base delay of automatic triggers; 0 = off; adapts as it learns
+    candidates: int = 3  # the most items an invoked request returns
+    languages: tuple[str, ...] = ("python",)
+
+
+@dataclass(frozen=True)
+class Options:
+    engine: EngineOptions = field(default_factory=EngineOptions)
+    decode: DecodeOptions = field(default_factory=DecodeOptions)
+    context: ContextOptions = field(default_factory=ContextOptions)
+    completion: CompletionOptions = field(default_factory=CompletionOptions)
+    token: str | None = None  # the shared secret a TCP client must send
+
+
+def _text(v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise ValueError("must be a non-empty string")
+    return v
+
+
+def _optional_text(v: Any) -> str | None:
+    return None if v is None or v == "" else _text(v)
+
+
+def _int_in(lo: int, hi: int) -> Callable[[Any], int]:
+    def check(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise ValueError(f"must be an integer in [{lo}, {hi}]")
+        return v
+
+    return check
+
+
+def _float_in(lo: float, hi: float) -> Callable[[Any], float]:
+    def check(v: Any) -> float:
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok or not lo <= v <= hi:
+            raise ValueError(f"must be a number in [{lo}, {hi}]")
+        return float(v)
+
+    return check
+
+
+def _policy(v: Any) -> str:
+    if v not in DECODE_POLICIES:
+        raise ValueError(f"must be one of {', '.join(DECODE_POLICIES)}")
+    return str(v)
+
+
+def _span(v: Any) -> int | None:
+    return None if v in (None, "auto") else _int_in(1, 512)(v)
+
+
+def _cache(v: Any) -> str:
+    if v not in CACHE_MODES:
+        raise ValueError(f"must be one of {', '.join(CACHE_MODES)}")
+    return str(v)
+
+
+def _languages(v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list | tuple) or not all(isinstance(x, str) and x for x in v):
+        raise ValueError("must be a list of language ids")
+    return tuple(v)
+
+
+# (section, field, key as editors spell it, checker)
+_SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
+    ("engine", "model", "model", _text),
+    ("engine", "device", "device", _text),
+    ("engine", "dtype", "dtype", _text),
+    ("engine", "address", "engineAddress", _optional_text),
+    ("decode", "policy", "decode.policy", _policy),
+    ("decode", "threshold", "decode.threshold", _float_in(0.0, 1.0)),
+    ("decode", "block_size", "decode.blockSize", _int_in(1, 512)),
+    ("decode", "max_span", "decode.maxSpan", _int_in(1, 512)),
+    ("decode", "span", "decode.span", _span),
+    ("decode", "min_tokens", "decode.minTokens", _int_in(0, 512)),
+    ("decode", "cache", "decode.cache", _cache),
+    ("context", "prefix_tokens", "context.prefixTokens", _int_in(0, 32768)),
+    ("context", "suffix_tokens", "context.suffixTokens", _int_in(0, 32768)),
+    ("context", "max_document_chars", "context.maxDocumentChars", _int_in(1, 1 << 30)),
+    ("completion", "debounce_ms", "debounceMs", _float_in(0.0, 2000.0)),
+    ("completion", "candidates", "candidates", _int_in(1, 8)),
+    ("completion", "languages", "languages", _languages),
+]
+_CLIENT_ONLY = {"serverPath"}  # editor-side settings that arrive with the rest: not ours
+_KNOWN = {key for _, _, key, _ in _SCHEMA} | {"token"} | _CLIENT_ONLY
+
+
+def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in raw.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and key not in _KNOWN:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def parse_options(raw: Any, base: Options | None = None) -> tuple[Options, list[str]]:
+    """Options from an editor's settings object, and one message per value that was rejected.
+
+    `base` holds the current settings: keys absent from `raw` keep their value there.
+    """
+    opts = base or Options()
+    if raw is None:
+        return opts, []
+    if not isinstance(raw, Mapping):
+        return opts, [f"settings must be an object, got {type(raw).__name__}"]
+    if isinstance(raw.get("dllm"), Mapping):
+        raw = raw["dllm"]
+    flat = _flatten(raw)
+    errors = [f"unknown setting {k!r} (ignored)" for k in flat if k not in _KNOWN]
+    for section, name, key, check in _SCHEMA:
+        if key not in flat:
+            continue
+        try:
+            value = check(flat[key])
+        except ValueError as e:
+            default = getattr(getattr(Options(), section), name)
+            errors.append(f"setting {key!r}: {e}; using the default {default!r}")
+            value = default
+        opts = replace(opts, **{section: replace(getattr(opts, section), **{name: value})})
+    if "token" in flat:
+        opts = replace(opts, token=flat["token"] if isinstance(flat["token"], str) else None)
+    return opts, errors
+
+
+def describe(opts: Options, nested: bool = False) -> dict[str, Any]:
+    """The settings as editors spell them (dotted keys, or nested objects), for logs and status."""
+    out: dict[str, Any] = {}
+    for section, name, key, _ in _SCHEMA:
+        value = getattr(getattr(opts, section), name)
+        value = list(value) if isinstance(value, tuple) else value
+        *path, leaf = key.split(".") if nested else [key]
+        node = out
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out

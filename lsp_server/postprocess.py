@@ -1,0 +1,216 @@
+"""Postprocessing: the raw model completion turned into the text the editor shows.
+
+`postprocess` runs these steps in this order:
+
+1. Line endings: the completion is worked on with "\\n" only and gets the document's ending
+   ("\\r\\n" when that is the majority ending of prefix + suffix, else "\\n") back at the end.
+2. Mid-line fill: when the cursor line has non-blank text after the cursor, only the first line
+   of the completion is kept, since an infill inside a line must not insert new lines.
+3. Reindent from the model's indentation unit to the document's. This comes before step 4 so
+   that the completion is compared with the suffix in the suffix's own indentation.
+4. `drop_suffix_overlap`: text the model repeated from the start of the suffix is removed.
+5. Trailing whitespace is dropped (`trim_trailing_blank`), except for the trailing spaces of a
+   fill whose suffix goes on with a non-space character on the same line: there the space
+   separates the fill from that character.
+6. An empty or whitespace-only result is None: nothing to show.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from itertools import pairwise
+
+
+@dataclass(frozen=True)
+class Indent:
+    """One indentation level: `width` times `char`."""
+
+    char: str  # "\t" or " "
+    width: int  # spaces per level (1 for tabs)
+
+
+_DEFAULT = Indent(" ", 4)
+# A level wider than this is alignment (a hanging continuation), not indentation.
+_MAX_LEVEL = 8
+_CLOSERS = frozenset(")]}>\"'`,;:.")
+# How much text either side of the cursor tells the document's line ending, and its
+# indentation (a few hundred lines suffice, and detection is the costliest step).
+_WINDOW = 65_536
+_INDENT_WINDOW = 8_192
+
+
+def _leading(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _is_comment_continuation(line: str) -> bool:
+    # " * text" inside a /* */ block is offset by one space from the block's indentation.
+    return line.lstrip(" \t").startswith("*")
+
+
+def _space_width(widths: list[int], default: int) -> int:
+    """The most common increase of indentation between consecutive lines."""
+    steps = Counter(b - a for a, b in pairwise(widths) if 0 < b - a <= _MAX_LEVEL)
+    if steps:
+        return max(steps, key=lambda step: (steps[step], -step))
+    # A lone indented line tells the width only up to a multiple; prefer the common units.
+    indented = [w for w in widths if w > 0]
+    for unit in (4, 2):
+        if indented and all(w % unit == 0 for w in indented):
+            return unit
+    return default
+
+
+def detect_indent(text: str, default: Indent = _DEFAULT) -> Indent:
+    """The indentation unit of text: tabs or spaces by majority of indented lines, and for
+    spaces the most common step between consecutive lines' indentation.
+
+    Blank lines and comment-continuation lines (" * ...") are ignored; `default` answers for a
+    text with no indented lines (and decides a tie between tabs and spaces).
+    """
+    lines = [
+        line for line in text.split("\n") if line.strip() and not _is_comment_continuation(line)
+    ]
+    tabbed = sum(line.startswith("\t") for line in lines)
+    spaced = sum(line.startswith(" ") for line in lines)
+    if tabbed == spaced == 0:
+        return default
+    if tabbed > spaced or (tabbed == spaced and default.char == "\t"):
+        return Indent("\t", 1)
+    widths = [len(_leading(line)) for line in lines if not line.startswith("\t")]
+    fallback = default.width if default.char == " " else _DEFAULT.width
+    return Indent(" ", _space_width(widths, fallback))
+
+
+def _reindent_line(line: str, source: Indent, target: Indent) -> str:
+    body = line.lstrip(source.char)
+    count = len(line) - len(body)
+    levels, remainder = divmod(count, source.width)
+    return target.char * (levels * target.width) + " " * remainder + body
+
+
+def reindent(completion: str, source: Indent, target: Indent) -> str:
+    """Convert the leading indentation of each line from the source unit to the target unit.
+
+    Whole levels are converted and leftover spaces kept. The first line continues the cursor
+    line, so its leading whitespace is not indentation and stays as it is.
+    """
+    if source == target:
+        return completion
+    first, *rest = completion.split("\n")
+    return "\n".join([first, *(_reindent_line(line, source, target) for line in rest)])
+
+
+def _overlap_counts(tail: str) -> bool:
+    """Whether a tail repeated from the suffix is distinctive enough to remove."""
+    visible = [ch for ch in tail if not ch.isspace()]
+    return len(visible) >= 2 or (len(visible) == 1 and visible[0] in _CLOSERS)
+
+
+def _drop_repeated_tail(completion: str, suffix: str) -> str:
+    if not suffix:
+        return completion
+    # Longest first; a candidate tail must start with the suffix's first character.
+    for start in range(max(0, len(completion) - len(suffix)), len(completion)):
+        tail = completion[start:]
+        if completion[start] == suffix[0] and suffix.startswith(tail) and _overlap_counts(tail):
+            return completion[:start]
+    return completion
+
+
+def _first_nonblank_line(text: str) -> str | None:
+    # Found with str methods: the suffix may be the rest of a large document.
+    first = len(text) - len(text.lstrip())
+    if first == len(text):
+        return None
+    end = text.find("\n", first)
+    return text[text.rfind("\n", 0, first) + 1 : None if end < 0 else end]
+
+
+def _same_line(line: str, target: str) -> bool:
+    if line.strip() != target.strip():
+        return False
+    # A line of closing brackets alone is too common to mean a repeat unless indented alike.
+    return not all(ch in _CLOSERS for ch in target.strip()) or line.rstrip() == target.rstrip()
+
+
+def _drop_repeated_line(completion: str, suffix: str) -> str:
+    target = _first_nonblank_line(suffix)
+    if target is None:
+        return completion
+    start = 0
+    for line in completion.split("\n"):
+        if line.strip() and _same_line(line, target):
+            return completion[:start]
+        start += len(line) + 1
+    return completion
+
+
+def drop_suffix_overlap(completion: str, suffix: str) -> str:
+    """Remove what the model repeated from the start of the suffix.
+
+    (a) The longest tail of the completion that equals a head of the suffix, when that tail is
+    a closing bracket, quote or punctuation mark, or holds at least two non-space characters.
+    (b) Then, from the first completion line equal (stripped) to the suffix's first non-blank
+    line on: the model has run into the code after the cursor. A line of closing brackets only
+    counts when its indentation matches too. An overlap of whitespace alone is never cut.
+    """
+    return _drop_repeated_line(_drop_repeated_tail(completion, suffix), suffix)
+
+
+def trim_trailing_blank(completion: str) -> str:
+    """Strip all trailing whitespace and blank lines: the suffix supplies its own line break."""
+    return completion.rstrip()
+
+
+def _line_ending(text: str) -> str:
+    crlf = text.count("\r\n")
+    total = text.count("\n") + text.count("\r") - crlf
+    return "\r\n" if 2 * crlf > total else "\n"
+
+
+def _lf(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _cursor_line_tail(suffix: str) -> str:
+    """The cursor line's text after the cursor."""
+    return _lf(suffix[:_WINDOW]).split("\n", 1)[0]
+
+
+def _trim(completion: str, suffix: str) -> str:
+    if suffix[:1].strip():
+        # Text follows on the cursor line (so this is a one-line fill): a trailing space
+        # separates the fill from it.
+        return completion
+    return trim_trailing_blank(completion)
+
+
+def _model_indent(completion: str, prefix: str) -> Indent:
+    cursor_line = _lf(prefix[-_INDENT_WINDOW:]).rsplit("\n", 1)[-1]
+    return detect_indent(cursor_line + completion)
+
+
+def postprocess(
+    completion: str, prefix: str, suffix: str, model_indent: Indent | None = None
+) -> str | None:
+    """The completion as the editor should insert it at the cursor, or None for nothing.
+
+    `model_indent` is the indentation unit of the model's output; by default it is read from
+    the cursor line's text before the cursor followed by the completion. The document's unit
+    and line ending are read from the text around the cursor (_INDENT_WINDOW and _WINDOW
+    characters either side); a document without indented lines there keeps the model's unit.
+    """
+    text = _lf(completion)
+    if _cursor_line_tail(suffix).strip():
+        text = text.split("\n", 1)[0]
+    source = _model_indent(text, prefix) if model_indent is None else model_indent
+    nearby = _lf(prefix[-_INDENT_WINDOW:] + suffix[:_INDENT_WINDOW])
+    text = reindent(text, source, detect_indent(nearby, default=source))
+    lf_suffix = _lf(suffix)
+    text = _trim(drop_suffix_overlap(text, lf_suffix), lf_suffix)
+    if not text.strip():
+        return None
+    eol = _line_ending(prefix[-_WINDOW:] + suffix[:_WINDOW])
+    return text if eol == "\n" else text.replace("\n", eol)

@@ -1,0 +1,323 @@
+"""The language server: thin LSP handlers over completion.py, commands.py and backend.py.
+
+Every handler has one shape: get the document, convert the position (positions.py), call the
+domain function, and map its result to an lsprotocol type. Bad input (unknown documents, out of
+range positions, invalid settings) gets an empty result or a message, never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Generator
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.workspace import TextDocument
+
+from . import positions
+from .backend import Backend, NotReady
+from .commands import CommandError, Edit, fill_function_body, refine_selection, regenerate_selection
+from .completion import Ask, Completer
+from .options import Options, describe, parse_options
+
+log = logging.getLogger("dllm-infill-ls")
+FILL_BODY = "dllm.fillFunctionBody"
+REFACTOR = "dllm.refactorSelection"
+REFINE = "dllm.refineSelection"
+STATUS = "dllm/status"
+VERSION = "0.1.0"
+
+
+class Protocol(LanguageServerProtocol):
+    """Negotiates the position encoding: utf-8 when the client offers it, else utf-16."""
+
+    @lsp_method(lsp.INITIALIZE)
+    def lsp_initialize(
+        self, params: lsp.InitializeParams
+    ) -> Generator[Any, Any, lsp.InitializeResult]:
+        general = params.capabilities.general
+        offered = general.position_encodings if general is not None else None
+        chosen = positions.choose_encoding([getattr(e, "value", str(e)) for e in offered or []])
+        if general is None:
+            params.capabilities.general = general = lsp.GeneralClientCapabilities()
+        general.position_encodings = [lsp.PositionEncodingKind(chosen)]
+        return (yield from super().lsp_initialize(params))
+
+
+class DllmServer(LanguageServer):
+    def __init__(self, token: str | None = None) -> None:
+        super().__init__(
+            "dllm-infill-ls",
+            VERSION,
+            protocol_cls=Protocol,
+            text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
+        )
+        self.required_token = token  # set on TCP: initialize must carry it
+        self.options = Options()
+        self.backend = Backend(self.log)
+        self.completer = Completer(self.backend, self.log)
+        self.load_task: asyncio.Task[None] | None = None
+
+    @property
+    def encoding(self) -> str:
+        enc = self.workspace.position_encoding or "utf-16"
+        return str(getattr(enc, "value", enc))  # lsprotocol's enum, or a plain string
+
+    def log(self, message: str, kind: lsp.MessageType = lsp.MessageType.Info) -> None:
+        log.log(logging.WARNING if kind <= lsp.MessageType.Warning else logging.INFO, message)
+        # No client attached yet (or any more): stderr has the line.
+        with contextlib.suppress(Exception):
+            self.window_log_message(lsp.LogMessageParams(type=kind, message=message))
+
+    def tell(self, message: str, kind: lsp.MessageType = lsp.MessageType.Warning) -> None:
+        self.log(message, kind)
+        self.window_show_message(lsp.ShowMessageParams(type=kind, message=f"dLLM: {message}"))
+
+    def apply_settings(self, raw: Any, initial: bool = False) -> None:
+        old = self.options
+        self.options, errors = parse_options(raw, base=None if initial else old)
+        for e in errors:
+            self.tell(e)
+        self.completer.configure(self.options)
+        if not initial and self.options.engine != old.engine:
+            self.start_load()
+
+    def start_load(self) -> None:
+        if self.load_task is not None and not self.load_task.done():
+            self.load_task.cancel()
+        self.load_task = asyncio.get_running_loop().create_task(self._load())
+
+    async def _load(self) -> None:
+        opts = self.options.engine
+        token: str | None = None
+        caps = self.client_capabilities.window
+        if caps is not None and caps.work_done_progress:
+            token = await self.progress_token("dllm-load", "dLLM: loading model")
+
+        def report(message: str) -> None:
+            if token is not None:
+                self.work_done_progress.report(
+                    token, lsp.WorkDoneProgressReport(message=message, percentage=10)
+                )
+
+        await self.backend.load(opts, report)
+        ok = self.backend.state == "ready"
+        if token is not None:
+            done = "model ready" if ok else "model failed to load"
+            self.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=done))
+        if not ok:
+            self.tell(
+                f"cannot load model {opts.model!r}: {self.backend.error}", lsp.MessageType.Error
+            )
+
+    async def progress_token(self, kind: str, title: str) -> str | None:
+        """Begin work-done progress if the client takes it; None (no progress) otherwise."""
+        caps = self.client_capabilities.window
+        if caps is None or not caps.work_done_progress:
+            return None
+        token = f"{kind}-{uuid.uuid4().hex[:8]}"
+        try:
+            await self.work_done_progress.create_async(token)
+        except Exception as e:  # the client refused the token: carry on without progress
+            self.log(f"no progress reporting: {e}")
+            return None
+        self.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(title=title, percentage=0))
+        return token
+
+    def document(self, uri: str) -> TextDocument | None:
+        """An open document, or None: never read files the client did not open."""
+        return self.workspace.text_documents.get(uri)
+
+    def offset(self, doc: TextDocument, pos: lsp.Position) -> int | None:
+        return positions.offset_at(doc.source, pos.line, pos.character, self.encoding)
+
+    def position(self, text: str, offset: int) -> lsp.Position:
+        line, char = positions.position_at(text, offset, self.encoding)
+        return lsp.Position(line=line, character=char)
+
+    def range_offsets(self, doc: TextDocument, r: lsp.Range) -> tuple[int, int] | None:
+        a, b = self.offset(doc, r.start), self.offset(doc, r.end)
+        return None if a is None or b is None else (min(a, b), max(a, b))
+
+    async def apply(self, doc: TextDocument, edit: Edit) -> dict[str, Any]:
+        text = doc.source
+        change = lsp.TextDocumentEdit(
+            text_document=lsp.OptionalVersionedTextDocumentIdentifier(
+                uri=doc.uri, version=doc.version
+            ),
+            edits=[
+                lsp.TextEdit(
+                    range=lsp.Range(self.position(text, edit.start), self.position(text, edit.end)),
+                    new_text=edit.text,
+                )
+            ],
+        )
+        result = await self.workspace_apply_edit_async(
+            lsp.ApplyWorkspaceEditParams(
+                edit=lsp.WorkspaceEdit(document_changes=[change]), label=f"dLLM: {edit.what}"
+            )
+        )
+        if not result.applied:
+            self.tell(f"the editor did not apply the edit: {result.failure_reason or 'no reason'}")
+        return {"applied": bool(result.applied), "message": edit.what, "text": edit.text}
+
+
+def build_server(token: str | None = None) -> DllmServer:
+    server = DllmServer(token)
+
+    @server.feature(lsp.INITIALIZE)
+    def initialize(ls: DllmServer, params: lsp.InitializeParams) -> None:
+        raw = params.initialization_options
+        if ls.required_token is not None:
+            sent = raw.get("token") if isinstance(raw, dict) else None
+            if sent != ls.required_token:
+                asyncio.get_running_loop().call_later(0.2, ls.shutdown)
+                raise PermissionError("this server needs initializationOptions.token")
+        ls.apply_settings(raw, initial=True)
+
+    @server.feature(lsp.INITIALIZED)
+    def initialized(ls: DllmServer, params: lsp.InitializedParams) -> None:
+        ls.log(f"dllm-infill-ls {VERSION}; position encoding {ls.encoding}; {describe(ls.options)}")
+        ls.start_load()
+
+    @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: DllmServer, params: lsp.DidChangeConfigurationParams) -> None:
+        ls.apply_settings(params.settings)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: DllmServer, params: lsp.DidCloseTextDocumentParams) -> None:
+        ls.completer.forget(params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_INLINE_COMPLETION, lsp.InlineCompletionOptions())
+    async def inline_completion(
+        ls: DllmServer, params: lsp.InlineCompletionParams
+    ) -> lsp.InlineCompletionList:
+        empty = lsp.InlineCompletionList(items=[])
+        doc = ls.document(params.text_document.uri)
+        offset = None if doc is None else ls.offset(doc, params.position)
+        if doc is None or offset is None:
+            return empty
+        invoked = params.context.trigger_kind == lsp.InlineCompletionTriggerKind.Invoked
+        ask = Ask(doc.uri, doc.source, offset, doc.language_id or "", invoked)
+        try:
+            texts = await ls.completer.complete(ask, ls.options)
+        except NotReady:
+            return empty
+        except (ValueError, RuntimeError) as e:
+            ls.log(f"inline completion failed: {e}", lsp.MessageType.Error)
+            return empty
+        at = ls.position(doc.source, offset)
+        return lsp.InlineCompletionList(
+            items=[lsp.InlineCompletionItem(insert_text=t, range=lsp.Range(at, at)) for t in texts]
+        )
+
+    @server.feature(
+        lsp.TEXT_DOCUMENT_CODE_ACTION,
+        lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.RefactorRewrite]),
+    )
+    def code_action(ls: DllmServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+        doc = ls.document(params.text_document.uri)
+        span = None if doc is None else ls.range_offsets(doc, params.range)
+        if doc is None or span is None or not doc.source[span[0] : span[1]].strip():
+            return []  # only a non-empty selection can be regenerated
+        wanted = params.context.only
+        if wanted and not any(lsp.CodeActionKind.RefactorRewrite.startswith(k) for k in wanted):
+            return []
+        args = [doc.uri, ls.protocol._converter.unstructure(params.range)]
+        return [
+            lsp.CodeAction(
+                title=title,
+                kind=lsp.CodeActionKind.RefactorRewrite,
+                command=lsp.Command(title=title, command=command, arguments=args),
+            )
+            for title, command in (
+                ("dLLM: regenerate selection", REFACTOR),
+                ("dLLM: refine selection (remask unlikely tokens)", REFINE),
+            )
+        ]
+
+    async def run_command(ls: DllmServer, title: str, work: Any) -> dict[str, Any]:
+        token = await ls.progress_token("dllm-cmd", f"dLLM: {title}")
+        try:
+            return dict(await work)
+        except (CommandError, NotReady, ValueError) as e:
+            ls.tell(f"{title}: {e}")
+            return {"applied": False, "message": str(e)}
+        finally:
+            if token is not None:
+                ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd())
+
+    @server.command(FILL_BODY)
+    async def fill_body(ls: DllmServer, *args: Any) -> dict[str, Any]:
+        async def work() -> dict[str, Any]:
+            doc, pos = _doc_and(ls, args, lsp.Position)
+            offset = ls.offset(doc, pos)
+            if offset is None:
+                raise CommandError(f"position {pos.line}:{pos.character} is outside the document")
+            lang = doc.language_id or ""
+            return await ls.apply(
+                doc, await fill_function_body(ls.backend, doc.source, offset, lang, ls.options)
+            )
+
+        return await run_command(ls, "fill function body", work())
+
+    @server.command(REFACTOR)
+    async def refactor(ls: DllmServer, *args: Any) -> dict[str, Any]:
+        async def work() -> dict[str, Any]:
+            doc, rng = _doc_and(ls, args, lsp.Range)
+            span = ls.range_offsets(doc, rng)
+            if span is None:
+                raise CommandError("the selection is outside the document")
+            instruction = args[2] if len(args) > 2 and isinstance(args[2], str) else None
+            edit = await regenerate_selection(
+                ls.backend, doc.source, span[0], span[1], instruction, ls.options
+            )
+            return await ls.apply(doc, edit)
+
+        return await run_command(ls, "regenerate selection", work())
+
+    @server.command(REFINE)
+    async def refine(ls: DllmServer, *args: Any) -> dict[str, Any]:
+        async def work() -> dict[str, Any]:
+            doc, rng = _doc_and(ls, args, lsp.Range)
+            span = ls.range_offsets(doc, rng)
+            if span is None:
+                raise CommandError("the selection is outside the document")
+            edit = await refine_selection(ls.backend, doc.source, span[0], span[1], ls.options)
+            return await ls.apply(doc, edit)
+
+        return await run_command(ls, "refine selection", work())
+
+    @server.feature(STATUS)
+    def status(ls: DllmServer, params: Any) -> dict[str, Any]:
+        return {
+            **ls.backend.status(),
+            "encoding": ls.encoding,
+            "typeahead_hits": ls.completer.typeahead.hits,
+            "settings": describe(ls.options, nested=True),
+        }
+
+    @server.feature(lsp.SHUTDOWN)
+    def shutdown(ls: DllmServer, params: Any) -> None:
+        ls.backend.close()
+
+    return server
+
+
+def _doc_and(ls: DllmServer, args: tuple[Any, ...], kind: type[Any]) -> tuple[TextDocument, Any]:
+    """(document, Position or Range) from a command's [uri, position-or-range, ...] arguments."""
+    if len(args) < 2 or not isinstance(args[0], str):
+        raise CommandError(f"arguments must be [uri, {kind.__name__.lower()}, ...]")
+    doc = ls.document(args[0])
+    if doc is None:
+        raise CommandError(f"{args[0]} is not open")
+    try:
+        value = ls.protocol._converter.structure(args[1], kind)
+    except Exception as e:
+        raise CommandError(f"bad {kind.__name__.lower()}: {args[1]!r}") from e
+    return doc, value

@@ -1,0 +1,134 @@
+"""executeCommand and code actions end to end: fill a function body, regenerate and refine a
+selection, each applied through workspace/applyEdit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest_lsp
+from lsp_client import SERVER, open_doc, plain, start, wait_for
+from lsprotocol import types as lsp
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+URI = "file:///work/shapes.py"
+SOURCE = (
+    "import math\n\n\n"
+    "def area(radius):\n"
+    '    """Area of a circle."""\n'
+    "    pass\n\n\n"
+    "def scale(values, k):\n"
+    "    out = []\n"
+    "    for v in values:\n"
+    "        out.append(v * k)\n"
+    "    return out\n"
+)
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
+    lsp_client.edits = []  # type: ignore[attr-defined]
+
+    @lsp_client.feature(lsp.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: lsp.ApplyWorkspaceEditParams) -> lsp.ApplyWorkspaceEditResult:
+        lsp_client.edits.append(params)  # type: ignore[attr-defined]
+        return lsp.ApplyWorkspaceEditResult(applied=True)
+
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def command(client: LanguageClient, name: str, *args: Any) -> Any:
+    return await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command=name, arguments=list(args))
+    )
+
+
+def only_edit(client: LanguageClient) -> tuple[lsp.TextEdit, str]:
+    (params,) = client.edits  # type: ignore[attr-defined]
+    (change,) = params.edit.document_changes
+    assert change.text_document.uri == URI and change.text_document.version == 1
+    (edit,) = change.edits
+    return edit, params.label
+
+
+async def test_fill_function_body_applies_an_edit(client: LanguageClient) -> None:
+    await start(client)
+    open_doc(client, URI, SOURCE)
+    result = await command(client, "dllm.fillFunctionBody", URI, {"line": 5, "character": 6})
+    assert result["applied"] is True
+    edit, label = only_edit(client)
+    # The body after the docstring ("    pass") is what gets replaced, whole line.
+    assert edit.range == lsp.Range(
+        lsp.Position(line=5, character=0), lsp.Position(line=5, character=8)
+    )
+    assert edit.new_text.strip() and edit.new_text.startswith("    ")
+    assert "area()" in label
+    # Work-done progress framed the command.
+    titles = [v.title for vs in client.progress_reports.values() for v in vs if hasattr(v, "title")]
+    assert "dLLM: fill function body" in titles
+
+
+async def test_fill_outside_a_function_is_a_message(client: LanguageClient) -> None:
+    await start(client)
+    open_doc(client, URI, SOURCE)
+    result = await command(client, "dllm.fillFunctionBody", URI, {"line": 0, "character": 3})
+    assert result["applied"] is False
+    assert client.edits == []  # type: ignore[attr-defined]
+    await wait_for(lambda: any("no function" in m.message for m in client.messages))
+    bad = await command(client, "dllm.fillFunctionBody", "file:///not/open.py", {"line": 0})
+    assert bad["applied"] is False and "not open" in bad["message"]
+
+
+async def test_refactor_action_appears_only_on_a_selection(client: LanguageClient) -> None:
+    await start(client)
+    open_doc(client, URI, SOURCE)
+
+    # lsprotocol's client-side hook reads any object with a "command" key as a Command, which
+    # drops CodeAction.kind; read the reply untyped instead, as an editor would see the JSON.
+    client.protocol.get_result_type = lambda method: None  # type: ignore[method-assign]
+
+    async def actions(start: tuple[int, int], end: tuple[int, int]) -> list[Any]:
+        rng = lsp.Range(lsp.Position(*start), lsp.Position(*end))
+        params = lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=URI),
+            range=rng,
+            context=lsp.CodeActionContext(diagnostics=[]),
+        )
+        reply = await client.protocol.send_request_async(lsp.TEXT_DOCUMENT_CODE_ACTION, params)
+        return [plain(a) for a in reply or []]
+
+    assert await actions((10, 4), (10, 4)) == []  # a cursor, no selection
+    found = await actions((10, 4), (11, 25))
+    assert [a["kind"] for a in found] == ["refactor.rewrite"] * 2
+    assert [a["command"]["command"] for a in found] == [
+        "dllm.refactorSelection",
+        "dllm.refineSelection",
+    ]
+    assert found[0]["command"]["arguments"][0] == URI
+
+
+async def test_regenerate_selection_replaces_exactly_the_selection(client: LanguageClient) -> None:
+    await start(client)
+    open_doc(client, URI, SOURCE)
+    rng = {"start": {"line": 11, "character": 8}, "end": {"line": 11, "character": 25}}
+    result = await command(client, "dllm.refactorSelection", URI, rng, "use a list comprehension")
+    assert result["applied"] is True
+    edit, _ = only_edit(client)
+    assert edit.range == lsp.Range(
+        lsp.Position(line=11, character=8), lsp.Position(line=11, character=25)
+    )
+    assert edit.new_text.strip()
+    assert "list comprehension" not in edit.new_text  # the instruction is context, not content
+
+
+async def test_refine_keeps_most_of_the_selection(client: LanguageClient) -> None:
+    await start(client)
+    open_doc(client, URI, SOURCE)
+    rng = {"start": {"line": 9, "character": 0}, "end": {"line": 12, "character": 14}}
+    result = await command(client, "dllm.refineSelection", URI, rng)
+    assert result["applied"] is True
+    edit, label = only_edit(client)
+    assert "refined" in label
+    old = "".join(SOURCE.splitlines(keepends=True)[9:13])[:-1]
+    same = sum(a == b for a, b in zip(old.split(), edit.new_text.split(), strict=False))
+    assert same >= len(old.split()) // 3  # an edit, not a rewrite

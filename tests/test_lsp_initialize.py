@@ -1,0 +1,72 @@
+"""Initialize: capabilities, position encoding, model load with progress, load failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsp_client import SERVER, init_params, inline, open_doc, start, status, wait_for
+from lsprotocol import types as lsp
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_capabilities_are_advertised(client: LanguageClient) -> None:
+    result = await start(client)
+    caps = result.capabilities
+    assert caps.inline_completion_provider is not None
+    assert caps.execute_command_provider is not None
+    assert set(caps.execute_command_provider.commands) >= {
+        "dllm.fillFunctionBody",
+        "dllm.refactorSelection",
+        "dllm.refineSelection",
+    }
+    actions = caps.code_action_provider
+    assert isinstance(actions, lsp.CodeActionOptions)
+    assert list(actions.code_action_kinds or []) == [lsp.CodeActionKind.RefactorRewrite]
+    sync = caps.text_document_sync
+    kind = sync.change if isinstance(sync, lsp.TextDocumentSyncOptions) else sync
+    assert kind == lsp.TextDocumentSyncKind.Incremental
+    assert caps.position_encoding == lsp.PositionEncodingKind.Utf16
+    assert result.server_info is not None and result.server_info.name == "dllm-infill-ls"
+
+
+async def test_model_load_reports_progress(client: LanguageClient) -> None:
+    await start(client)
+    s = await status(client)
+    assert s["state"] == "ready" and s["model"] == "builtin" and s["device"] == "cpu"
+    reports = [v for values in client.progress_reports.values() for v in values]
+    kinds = [type(v).__name__ for v in reports]
+    assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
+    assert reports[-1].message == "model ready"
+
+
+@pytest.mark.parametrize(
+    ("offered", "chosen"),
+    [(["utf-32", "utf-8", "utf-16"], "utf-8"), (["utf-32", "utf-16"], "utf-16"), ([], "utf-16")],
+)
+async def test_position_encoding_is_negotiated(
+    client: LanguageClient, offered: list[str], chosen: str
+) -> None:
+    result = await client.initialize_session(init_params(encodings=offered or None))
+    assert result.capabilities.position_encoding == chosen
+
+
+async def test_a_bad_model_dir_is_a_message_and_the_server_keeps_serving(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    (tmp_path / "config.json").write_text("{ not json")
+    await start(client, settings={"model": str(tmp_path)})
+    s = await status(client)
+    assert s["state"] == "failed" and "config.json" in s["error"]
+    await wait_for(lambda: any("cannot load model" in m.message for m in client.messages))
+    # Requests still get answers: empty ones.
+    open_doc(client, "file:///x.py", "x = 1\n")
+    items = await inline(client, "file:///x.py", 0, 4)
+    assert items == []

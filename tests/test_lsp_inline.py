@@ -1,0 +1,134 @@
+"""textDocument/inlineCompletion end to end: real server, real engine, builtin model."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import time
+
+import pytest
+import pytest_lsp
+from lsp_client import SERVER, change_doc, inline, inline_params, item_text, open_doc, start, status
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+URI = "file:///work/example.py"
+SOURCE = (
+    'def greet(name):\n    """Return a greeting for name."""\n    \n\n\nprint(greet("world"))\n'
+)
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
+    yield
+    await lsp_client.shutdown_session()
+
+
+def apply(text: str, line: int, character: int, insert: str) -> str:
+    lines = text.split("\n")
+    lines[line] = lines[line][:character] + insert + lines[line][character:]
+    return "\n".join(lines)
+
+
+async def test_completion_parses_with_the_document(client: LanguageClient) -> None:
+    await start(client)
+    open_doc(client, URI, SOURCE)
+    items = await inline(client, URI, 2, 4)
+    assert 1 <= len(items) <= 3
+    texts = [item_text(i) for i in items]
+    assert len(set(texts)) == len(texts)  # de-duplicated
+    for item in items:
+        assert item.range is not None and item.range.start == item.range.end
+        assert item.range.start == lsp.Position(line=2, character=4)  # on the cursor line
+        text = item_text(item)
+        assert text.strip(), "a completion that only adds whitespace is never returned"
+        ast.parse(apply(SOURCE, 2, 4, text))
+    s = await status(client)
+    assert s["model_calls"] == 1  # the candidates were decoded as one batch
+
+
+async def test_automatic_trigger_returns_one_item(client: LanguageClient) -> None:
+    await start(client, settings={"debounceMs": 20})
+    open_doc(client, URI, SOURCE)
+    items = await inline(client, URI, 2, 4, invoked=False)
+    assert len(items) == 1
+
+
+async def test_typed_ahead_cache_answers_without_a_model_call(client: LanguageClient) -> None:
+    await start(client)
+    open_doc(client, URI, SOURCE)
+    first = item_text((await inline(client, URI, 2, 4))[0])
+    calls = (await status(client))["model_calls"]
+    typed = first[:1] if len(first) > 1 else None
+    assert typed is not None and "\n" not in typed
+    change_doc(client, URI, 2, apply(SOURCE, 2, 4, typed))
+    again = await inline(client, URI, 2, 4 + len(typed))
+    s = await status(client)
+    assert s["model_calls"] == calls and s["typeahead_hits"] == 1
+    assert item_text(again[0]) == first[len(typed) :]
+
+
+async def test_bad_positions_and_unknown_uris_are_empty(client: LanguageClient) -> None:
+    await start(client)
+    open_doc(client, URI, SOURCE)
+    assert await inline(client, "file:///never/opened.py", 0, 0) == []
+    assert await inline(client, URI, 999, 0) == []
+    assert (await status(client))["model_calls"] == 0
+    # A character past the end of the line clamps to its end (LSP rule) and still works.
+    items = await inline(client, URI, 2, 400)
+    assert all(i.range is not None and i.range.start.character == 4 for i in items)
+
+
+async def test_disabled_language_is_empty(client: LanguageClient) -> None:
+    await start(client)
+    open_doc(client, "file:///notes.md", "# Title\n\nSome text\n", language="markdown")
+    assert await inline(client, "file:///notes.md", 2, 4) == []
+    assert (await status(client))["model_calls"] == 0
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8"])
+async def test_non_ascii_positions_map_correctly(client: LanguageClient, encoding: str) -> None:
+    await start(client, encodings=[encoding])
+    line = 's = "😀 日本"  # '
+    text = f"{line}\nx = 1\n"
+    open_doc(client, URI, text)
+    units = len(line.encode("utf-16-le")) // 2 if encoding == "utf-16" else len(line.encode())
+    assert units != len(line)  # the test means something only if the encodings differ
+    items = await inline(client, URI, 0, units)
+    for item in items:
+        assert item.range is not None and item.range.start.character == units
+    # The server saw the cursor at the end of the line: its context is the whole line.
+    assert (await status(client))["encoding"] == encoding
+
+
+async def test_cancel_stops_the_engine(client: LanguageClient) -> None:
+    # One token per step over a long span, no cache, no early end: a request of many seconds.
+    slow = {
+        "decode": {
+            "policy": "fixed",
+            "span": 300,
+            "maxSpan": 300,
+            "minTokens": 300,
+            "cache": "none",
+        }
+    }
+    await start(client, settings=slow)
+    open_doc(client, URI, SOURCE)
+    reply = asyncio.ensure_future(  # a coroutine: sent only once it is scheduled
+        client.protocol.send_request_async(
+            lsp.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(URI, 2, 4), msg_id="slow-1"
+        )
+    )
+    await asyncio.sleep(1.0)  # the engine is now well into the span
+    t0 = time.monotonic()
+    client.protocol.notify(lsp.CANCEL_REQUEST, lsp.CancelParams(id="slow-1"))
+    with pytest.raises(JsonRpcException) as error:
+        await reply
+    assert error.value.code == -32800  # RequestCancelled
+    while (s := await status(client))["cancelled"] == 0 and time.monotonic() - t0 < 10:
+        await asyncio.sleep(0.02)
+    stopped_after = time.monotonic() - t0
+    assert s["cancelled"] == 1 and s["last"]["stop_reason"] == "cancelled"
+    assert 0 < s["last"]["nfe"] < 300  # it stopped part-way: the rest of the span never ran
+    assert stopped_after < 2.0

@@ -1,0 +1,106 @@
+"""In-process unit tests of the server's domain modules: options, context budgets, syntax."""
+
+from __future__ import annotations
+
+import pytest
+
+from lsp_server import syntax
+from lsp_server.context import build_context
+from lsp_server.options import Options, describe, parse_options
+
+
+def words(s: str) -> int:
+    return len(s.split())
+
+
+def test_options_defaults_and_partial_updates() -> None:
+    opts, errors = parse_options({"dllm": {"decode.threshold": 0.5, "languages": ["python", "go"]}})
+    assert errors == []
+    assert opts.decode.threshold == 0.5 and opts.completion.languages == ("python", "go")
+    later, errors = parse_options({"decode": {"blockSize": 8}}, base=opts)
+    assert errors == [] and later.decode.block_size == 8 and later.decode.threshold == 0.5
+    assert describe(Options())["decode.maxSpan"] == 128
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"decode": {"threshold": "high"}}, "decode.threshold"),
+        ({"decode": {"span": 0}}, "decode.span"),
+        ({"decode": {"cache": "paged"}}, "decode.cache"),
+        ({"languages": "python"}, "languages"),
+        ({"candidates": True}, "candidates"),
+        ({"model": ""}, "model"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_options_reject_bad_values(raw: dict[str, object], key: str) -> None:
+    opts, errors = parse_options(raw)
+    assert len(errors) == 1 and key in errors[0]
+    assert describe(opts) == describe(Options())
+
+
+def test_options_reject_a_non_object() -> None:
+    opts, errors = parse_options(["not", "a", "dict"])
+    assert opts == Options() and "must be an object" in errors[0]
+
+
+def test_context_respects_budgets_and_line_boundaries() -> None:
+    text = "".join(f"line {i} has some words\n" for i in range(100))
+    cursor = text.index("line 50")
+    ctx = build_context(text, cursor, words, prefix_tokens=20, suffix_tokens=10)
+    assert words(ctx.prefix) <= 20 and words(ctx.suffix) <= 10
+    assert ctx.prefix.startswith("line ") and ctx.prefix.endswith("\n")  # whole lines
+    assert ctx.suffix.endswith("\n")
+    assert text[ctx.prefix_start : cursor] == ctx.prefix
+    assert text[cursor : ctx.suffix_end] == ctx.suffix
+    # As many whole lines as fit: one more would be over budget.
+    assert words(text[: ctx.prefix_start].splitlines(keepends=True)[-1] + ctx.prefix) > 20
+
+
+def test_context_cuts_a_huge_line_by_characters() -> None:
+    text = "x = [" + ", ".join(str(i) for i in range(500)) + "]"
+    ctx = build_context(text, len(text) - 1, words, prefix_tokens=7, suffix_tokens=0)
+    assert 0 < words(ctx.prefix) <= 7 and ctx.suffix == ""
+    assert text.endswith(ctx.prefix + "]")
+
+
+def test_zero_budget_and_empty_document() -> None:
+    assert build_context("", 0, words, 10, 10).prefix == ""
+    ctx = build_context("a b c\n", 3, words, 0, 0)
+    assert ctx.prefix == ctx.suffix == ""
+
+
+SRC = (
+    "class A:\n"
+    "    def m(self, x):\n"
+    '        """Doc."""\n'
+    "        y = x + 1\n"
+    "        return y\n\n"
+    "def only_doc():\n"
+    '    """Only a docstring."""\n\n'
+    "def one(): return 1\n"
+)
+
+
+def test_function_body_after_docstring() -> None:
+    hole = syntax.function_body(SRC, SRC.index("y = x"), "python")
+    assert hole is not None and hole.name == "m" and hole.indent == "        "
+    assert SRC[hole.start : hole.end] == "        y = x + 1\n        return y"
+
+
+def test_function_body_of_docstring_only_and_one_liner() -> None:
+    hole = syntax.function_body(SRC, SRC.index("Only"), "python")
+    assert hole is not None and hole.start == hole.end
+    assert SRC[hole.start :].startswith("\ndef one")
+    one = syntax.function_body(SRC, SRC.index("return 1"), "python")
+    assert one is not None and SRC[one.start : one.end] == "return 1"
+
+
+def test_no_function_and_unknown_language() -> None:
+    assert syntax.function_body("x = 1\n", 2, "python") is None
+    assert syntax.function_body(SRC, 5, "cobol") is None
+    assert syntax.parses("def f(:\n", "python") is False
+    assert syntax.parses("x = 1\n", "python") is True
+    assert syntax.error_count("x = 1\n", "cobol") is None
+    assert syntax.error_count("def f(:\n  return (\n", "python") >= 1  # type: ignore[operator]

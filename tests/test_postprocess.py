@@ -1,0 +1,218 @@
+"""Postprocessing rules one by one, then the whole pipeline on concrete editor situations."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lsp_server.postprocess import (
+    Indent,
+    detect_indent,
+    drop_suffix_overlap,
+    postprocess,
+    reindent,
+    trim_trailing_blank,
+)
+
+TABS = Indent("\t", 1)
+TWO = Indent(" ", 2)
+FOUR = Indent(" ", 4)
+
+PY_TWO = "def f(x):\n  if x:\n    return 1\n  return 2\n\n\nclass A:\n  pass\n"
+PY_FOUR = "def f(x):\n    if x:\n        return 1\n    return 2\n"
+C_TABS = "int f(int x) {\n\tif (x) {\n\t\treturn 1;\n\t}\n\treturn 2;\n}\n"
+
+
+def test_detect_indent_two_four_and_tabs() -> None:
+    assert detect_indent(PY_TWO) == TWO
+    assert detect_indent(PY_FOUR) == FOUR
+    assert detect_indent(C_TABS) == TABS
+
+
+def test_detect_indent_defaults_without_indented_lines() -> None:
+    assert detect_indent("x = 1\ny = 2\n") == FOUR
+    assert detect_indent("") == FOUR
+    assert detect_indent("a\n", default=TABS) == TABS
+    assert detect_indent("a\n", default=TWO) == TWO
+
+
+def test_detect_indent_ignores_alignment_and_comment_continuations() -> None:
+    text = (
+        "/**\n * Doc.\n * More.\n */\n"
+        "void f() {\n  call(a,\n       b);\n  if (x) {\n    g();\n  }\n}\n"
+        "void h() {\n  k();\n}\n"
+    )
+    assert detect_indent(text) == TWO
+
+
+def test_detect_indent_tabs_win_by_majority() -> None:
+    text = "a\n\tb\n\tc\n    d\n\te\n"
+    assert detect_indent(text) == TABS
+    assert detect_indent("a\n    b\n    c\n\td\n") == FOUR
+
+
+def test_detect_indent_lone_indented_line_prefers_common_units() -> None:
+    assert detect_indent("        x") == FOUR
+    assert detect_indent("      x") == TWO
+    assert detect_indent("   x", default=FOUR) == FOUR
+
+
+def test_reindent_four_spaces_to_tabs_keeps_the_first_line() -> None:
+    completion = "  x = 1\n    if y:\n        z = 2\n          # aligned\n"
+    assert reindent(completion, FOUR, TABS) == "  x = 1\n\tif y:\n\t\tz = 2\n\t\t  # aligned\n"
+
+
+def test_reindent_tabs_to_two_and_four_to_two() -> None:
+    assert reindent("a\n\tb\n\t\tc", TABS, TWO) == "a\n  b\n    c"
+    assert reindent("a\n    b\n        c\n", FOUR, TWO) == "a\n  b\n    c\n"
+    assert reindent("a\n  b", TWO, FOUR) == "a\n    b"
+
+
+def test_reindent_same_unit_is_identity() -> None:
+    text = "\tx\n   y\n\t z"
+    assert reindent(text, FOUR, FOUR) == text
+    assert reindent(text, TABS, TABS) == text
+
+
+@given(st.lists(st.integers(min_value=0, max_value=5), min_size=1, max_size=8))
+def test_reindent_round_trips_whole_levels(levels: list[int]) -> None:
+    completion = "\n".join("    " * n + "x" for n in levels)
+    there = reindent(completion, FOUR, TABS)
+    assert reindent(there, TABS, FOUR) == completion
+    assert [len(line) - len(line.lstrip("\t")) for line in there.split("\n")[1:]] == levels[1:]
+
+
+def test_drop_suffix_overlap_closing_bracket() -> None:
+    assert drop_suffix_overlap("foo(a, b))", ")\n") == "foo(a, b)"
+    assert drop_suffix_overlap('name"', '"]\n') == "name"
+    assert drop_suffix_overlap("x]);", "]);\n") == "x"
+
+
+def test_drop_suffix_overlap_takes_the_longest_tail() -> None:
+    assert drop_suffix_overlap("a = f(x)\nreturn a", "\nreturn a\n") == "a = f(x)"
+    assert drop_suffix_overlap("call())", "))") == "call("
+
+
+def test_drop_suffix_overlap_keeps_a_single_letter_or_whitespace() -> None:
+    assert drop_suffix_overlap("x = a", "a + 1") == "x = a"
+    assert drop_suffix_overlap("x = 1\n", "\n") == "x = 1\n"
+    assert drop_suffix_overlap("x = 1  ", "  \n") == "x = 1  "
+    assert drop_suffix_overlap("x)", "") == "x)"
+
+
+def test_drop_suffix_overlap_next_line_repeated() -> None:
+    completion = "total = 0\n    for v in values:\n        total += v\n    return total\n"
+    suffix = "\n\n    return total\n"
+    assert drop_suffix_overlap(completion, suffix) == (
+        "total = 0\n    for v in values:\n        total += v\n"
+    )
+
+
+def test_drop_suffix_overlap_ignores_blank_suffix_lines_and_a_blank_suffix() -> None:
+    assert drop_suffix_overlap("a\nb\nc", "\n  \n b \n") == "a\n"
+    assert drop_suffix_overlap("a\n\nb", "\n\n") == "a\n\nb"
+
+
+def test_drop_suffix_overlap_bracket_line_needs_the_same_indentation() -> None:
+    completion = "if (x) {\n\t\ty();\n\t}\n}\nint g;"
+    assert drop_suffix_overlap(completion, "\n}\n") == "if (x) {\n\t\ty();\n\t}\n"
+    inner_only = "if (x) {\n\t\ty();\n\t}\nz();"
+    assert drop_suffix_overlap(inner_only, "\n}\n") == inner_only
+
+
+def test_trim_trailing_blank() -> None:
+    assert trim_trailing_blank("x = 1\n\n  \n") == "x = 1"
+    assert trim_trailing_blank("x = 1   ") == "x = 1"
+    assert trim_trailing_blank("  a\n  b") == "  a\n  b"
+    assert trim_trailing_blank("\n \n") == ""
+
+
+def test_postprocess_tabs_document_and_four_space_model() -> None:
+    prefix = "def f(a):\n\tif a:\n\t\t"
+    completion = "x = 1\n        if x:\n            return x\n\n"
+    out = postprocess(completion, prefix, "\n\treturn 0\n", model_indent=FOUR)
+    assert out == "x = 1\n\t\tif x:\n\t\t\treturn x"
+
+
+def test_postprocess_detects_the_model_unit_from_the_cursor_line() -> None:
+    prefix = "def f(a):\n\tif a:\n\t\t"
+    completion = "x = 1\n        if x:\n            return x\n"
+    assert postprocess(completion, prefix, "\n") == "x = 1\n\t\tif x:\n\t\t\treturn x"
+
+
+def test_postprocess_two_space_document() -> None:
+    prefix = "def g(x):\n  if x:\n    return 1\n  "
+    completion = "for i in x:\n        print(i)\n    return 0\n"
+    out = postprocess(completion, prefix, "\n", model_indent=FOUR)
+    assert out == "for i in x:\n    print(i)\n  return 0"
+
+
+def test_postprocess_keeps_the_model_unit_in_an_unindented_document() -> None:
+    out = postprocess("if x {\n\ty()\n}\n", "func main() ", "\n")
+    assert out == "if x {\n\ty()\n}"
+
+
+def test_postprocess_closing_bracket_overlap() -> None:
+    assert postprocess("a, b))", "print(f(", "))\n") == "a, b"
+
+
+def test_postprocess_next_line_overlap() -> None:
+    prefix = "def area(r):\n    "
+    suffix = "\n    return result\n"
+    completion = "result = 3.14 * r * r\n    return result\n"
+    assert postprocess(completion, prefix, suffix) == "result = 3.14 * r * r"
+
+
+def test_postprocess_whitespace_only_is_none() -> None:
+    assert postprocess("   \n\n\t", "x = ", "\n") is None
+    assert postprocess("", "x = ", "") is None
+    assert postprocess("return x\n", "def f():\n    ", "\n    return x\n") is None
+
+
+def test_postprocess_mid_line_keeps_one_line() -> None:
+    out = postprocess("a, b\nc = 2\n", "foo(", ")\n")
+    assert out == "a, b"
+    assert postprocess("\nx = 1", "foo(", ")") is None
+
+
+def test_postprocess_mid_line_keeps_a_separating_space() -> None:
+    assert postprocess("x, ", "f(", "y)\n") == "x, "
+    assert postprocess("x, ", "f(", " y)\n") == "x,"
+
+
+def test_postprocess_end_of_line_allows_several_lines() -> None:
+    out = postprocess("\n    y = 2", "def f():\n    x = 1", "   \ndef g(): pass\n")
+    assert out == "\n    y = 2"
+
+
+def test_postprocess_crlf_document() -> None:
+    prefix = "def f(a):\r\n    if a:\r\n        "
+    completion = "x = 1\r\n        return x\n"
+    out = postprocess(completion, prefix, "\r\n    return 0\r\n")
+    assert out == "x = 1\r\n        return x"
+
+
+def test_postprocess_lf_document_normalises_crlf_and_cr_output() -> None:
+    out = postprocess("a = 1\r\n    b = 2\r    c = 3", "def f():\n    ", "\n")
+    assert out == "a = 1\n    b = 2\n    c = 3"
+
+
+def test_postprocess_crlf_document_overlap_uses_crlf_suffix() -> None:
+    prefix = "def f():\r\n    "
+    suffix = "\r\n    return y\r\n"
+    assert postprocess("y = 1\r\n    return y\r\n", prefix, suffix) == "y = 1"
+
+
+def test_postprocess_mixed_endings_use_the_majority() -> None:
+    out = postprocess("a\n    b", "def f():\r\n    x\n    ", "\n\n")
+    assert out == "a\n    b"
+
+
+@given(st.text(alphabet="ab(): \n\t\r", max_size=30), st.text(alphabet="ab): \n", max_size=10))
+def test_postprocess_never_returns_blank_or_adds_a_line_mid_line(
+    completion: str, suffix: str
+) -> None:
+    out = postprocess(completion, "x = f(", suffix)
+    assert out is None or out.strip()
+    if out is not None and suffix.split("\n", 1)[0].strip():
+        assert "\n" not in out

@@ -1,0 +1,162 @@
+'use strict';
+// VS Code client for dllm-infill-ls. Inline completion, code actions, work-done progress and
+// workspace/applyEdit are handled by vscode-languageclient itself; this file starts the server,
+// keeps its settings in sync and gives the server's commands their editor arguments.
+
+const vscode = require('vscode');
+const { LanguageClient, DidChangeConfigurationNotification } = require('vscode-languageclient/node');
+
+const SECTION = 'dllm';
+const FILL = 'dllm.fillFunctionBody';
+const REFACTOR = 'dllm.refactorSelection';
+const REFINE = 'dllm.refineSelection';
+// Settings that the client itself uses: the process to start and the document selector.
+const RESTART_ON = ['dllm.serverPath', 'dllm.languages'];
+// Settings that only the client reads; the server reports keys it does not know.
+const CLIENT_ONLY = ['serverPath'];
+
+let client; // LanguageClient | undefined
+let outputChannel; // one channel for every (re)start of the server
+let restarting = Promise.resolve(); // restarts run one after another
+
+/** The `dllm` settings as a plain nested object, e.g. {decode: {policy: 'threshold'}}. */
+function currentSettings() {
+  return JSON.parse(JSON.stringify(vscode.workspace.getConfiguration().get(SECTION) || {}));
+}
+
+/** What the server is sent, as initializationOptions and in didChangeConfiguration. */
+function serverSettings() {
+  const settings = currentSettings();
+  for (const key of CLIENT_ONLY) {
+    delete settings[key];
+  }
+  return settings;
+}
+
+function documentSelector(languages) {
+  const ids = Array.isArray(languages) && languages.length > 0 ? languages : ['python'];
+  return ids.flatMap((language) => [
+    { scheme: 'file', language },
+    { scheme: 'untitled', language },
+  ]);
+}
+
+function createClient() {
+  const settings = currentSettings();
+  let self; // this client, for the middleware
+  // stdio is the default transport. Setting `transport: TransportKind.stdio` explicitly would
+  // make vscode-languageclient append a `--stdio` argument, which dllm-infill-ls rejects.
+  const serverOptions = { command: settings.serverPath || 'dllm-infill-ls' };
+  const clientOptions = {
+    documentSelector: documentSelector(settings.languages),
+    // Sends {settings: {dllm: ...}} after initialize and on every change under `dllm`.
+    synchronize: { configurationSection: SECTION },
+    initializationOptions: serverSettings, // evaluated at each start
+    outputChannel,
+    middleware: {
+      executeCommand: (command, args, next) => withEditorArguments(self, command, args, next),
+      workspace: {
+        // The default would send the whole section, serverPath included.
+        didChangeConfiguration: () =>
+          self.sendNotification(DidChangeConfigurationNotification.type, {
+            settings: { [SECTION]: serverSettings() },
+          }),
+      },
+    },
+  };
+  self = new LanguageClient('dllm-infill', 'dLLM Infill', serverOptions, clientOptions);
+  return self;
+}
+
+/**
+ * vscode-languageclient registers every command the server advertises in
+ * executeCommandProvider, so dllm.* commands are not registered here (a second registration
+ * of the same id fails). Invoked from the palette or a keybinding they arrive without
+ * arguments; this middleware fills them in from the active editor. Calls that already carry
+ * arguments (the server's code actions) pass through unchanged. The server applies the result
+ * itself with workspace/applyEdit and reports failures with window/showMessage.
+ */
+async function withEditorArguments(c, command, args, next) {
+  const known = command === FILL || command === REFACTOR || command === REFINE;
+  if (!known || (args.length > 0 && typeof args[0] === 'string')) {
+    return next(command, args);
+  }
+  const editor = vscode.window.activeTextEditor;
+  if (!editor) {
+    vscode.window.showWarningMessage('dLLM: open a file first.');
+    return undefined;
+  }
+  const document = editor.document;
+  if (vscode.languages.match(c.clientOptions.documentSelector, document) === 0) {
+    vscode.window.showWarningMessage(`dLLM: "${document.languageId}" is not in dllm.languages.`);
+    return undefined;
+  }
+  const c2p = c.code2ProtocolConverter;
+  const uri = c2p.asUri(document.uri);
+  if (command === FILL) {
+    return next(command, [uri, c2p.asPosition(editor.selection.active)]);
+  }
+  if (editor.selection.isEmpty) {
+    vscode.window.showInformationMessage('dLLM: select the code first.');
+    return undefined;
+  }
+  const commandArgs = [uri, c2p.asRange(editor.selection)];
+  if (command === REFACTOR) {
+    const instruction = await vscode.window.showInputBox({
+      title: 'dLLM: Regenerate selection',
+      prompt: 'Optional instruction; leave empty to regenerate without one',
+      ignoreFocusOut: true,
+    });
+    if (instruction === undefined) {
+      return undefined; // Escape cancels
+    }
+    if (instruction.trim() !== '') {
+      commandArgs.push(instruction.trim());
+    }
+  }
+  return next(command, commandArgs);
+}
+
+/** Stops a client that got as far as running; stop() throws in any other state. */
+function stopClient(c) {
+  return c && c.isRunning() ? c.stop() : Promise.resolve();
+}
+
+async function restart() {
+  const old = client;
+  client = undefined;
+  await stopClient(old).catch(() => undefined);
+  client = createClient();
+  await client.start();
+}
+
+async function activate(context) {
+  outputChannel = vscode.window.createOutputChannel('dLLM Infill');
+  context.subscriptions.push(outputChannel);
+  context.subscriptions.push(
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (RESTART_ON.some((key) => event.affectsConfiguration(key))) {
+        restarting = restarting.then(restart).catch((error) => {
+          vscode.window.showErrorMessage(`dLLM: restarting the server failed: ${error.message}`);
+        });
+      }
+    })
+  );
+  client = createClient();
+  try {
+    await client.start();
+  } catch (error) {
+    vscode.window.showErrorMessage(
+      `dLLM: could not start "${currentSettings().serverPath || 'dllm-infill-ls'}" ` +
+        `(${error.message}). Set dllm.serverPath to the dllm-infill-ls executable.`
+    );
+  }
+}
+
+function deactivate() {
+  const old = client;
+  client = undefined;
+  return stopClient(old);
+}
+
+module.exports = { activate, deactivate };
