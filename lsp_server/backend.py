@@ -95,6 +95,17 @@ class Backend:
             **counters,
         }
 
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of text's tokens under the model's tokenizer (one encode)."""
+        tok = self.ready_engine().tokenizer
+        if tok is None:
+            return [(i, i + 1) for i in range(len(text))]
+        fast = getattr(tok, "backend_tokenizer", None)  # the Rust tokenizer: no wrapper cost
+        if fast is not None:
+            return list(fast.encode(text, add_special_tokens=False).offsets)
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
+
     # -- model calls ------------------------------------------------------------------------------
     def ready_engine(self) -> Engine:
         if self.engine is None or self.state != "ready":
@@ -135,8 +146,9 @@ class Backend:
         def work() -> T:
             if cancel.is_set():
                 raise Superseded  # superseded while it queued: no model call at all
+            t0 = time.perf_counter()
             result = call()
-            self._record(result)
+            self._record(result, (time.perf_counter() - t0) * 1000)
             return result
 
         try:
@@ -145,7 +157,7 @@ class Backend:
             cancel.set()  # the worker stops at its next pass; its result is dropped
             raise
 
-    def _record(self, results: Any) -> None:
+    def _record(self, results: Any, call_ms: float) -> None:
         batch = results if isinstance(results, list) else [results]
         result = batch[0]
         stop = getattr(result, "stop_reason", None)
@@ -160,5 +172,6 @@ class Backend:
                 "nfe": nfe,
                 "tokens": getattr(result, "tokens", None),
                 "span": getattr(result, "span", None),
-                "elapsed_ms": getattr(result, "elapsed_ms", None),
+                "elapsed_ms": getattr(result, "elapsed_ms", None),  # the block loop alone
+                "call_ms": round(call_ms, 3),  # the whole engine call, tokenization included
             }

@@ -2,7 +2,8 @@
 
 A real LSP client (pygls) starts `dllm-infill-ls` over stdio, opens a sample file and sends N
 invoked inline-completion requests at different cursors. For each it records the round trip
-and the engine's own time for that request (from `dllm/status`, read outside the timed part),
+and the engine's own time for that request (the wall time of the engine call on the server's
+worker thread, tokenization included, from `dllm/status`, read outside the timed part),
 then prints p50/p95 of both and of their difference: the server's overhead (JSON-RPC, context
 building with the tokenizer, post-processing, syntax checks). A second pass re-asks at the same
 cursors after typing one character, to time the typed-ahead cache, which never calls the model.
@@ -48,6 +49,16 @@ def cursors(text: str, n: int) -> list[tuple[int, int]]:
 
 async def run(n: int, sample: Path, settings: dict[str, Any], server: list[str]) -> dict[str, Any]:
     client = LanguageClient("dllm-bench-lsp", "0")
+    logs: list[str] = []
+
+    @client.feature(lsp.WINDOW_LOG_MESSAGE)
+    def _log(params: lsp.LogMessageParams) -> None:
+        logs.append(params.message)
+
+    @client.feature(lsp.WINDOW_SHOW_MESSAGE)
+    def _show(params: lsp.ShowMessageParams) -> None:
+        print(f"bench-lsp: server says: {params.message}", file=sys.stderr)
+
     await client.start_io(*server)
     caps = lsp.ClientCapabilities(window=lsp.WindowClientCapabilities(work_done_progress=False))
     await client.initialize_async(
@@ -94,7 +105,7 @@ async def run(n: int, sample: Path, settings: dict[str, Any], server: list[str])
         if s["model_calls"] != calls + 1:
             continue  # answered without the model: not a model round trip
         rtt.append(ms)
-        engine.append(float(s["last"]["elapsed_ms"]))
+        engine.append(float(s["last"]["call_ms"]))
         overhead.append(ms - engine[-1])
         items = result.items if isinstance(result, lsp.InlineCompletionList) else result or []
         first = items[0].insert_text if items else ""
@@ -111,9 +122,12 @@ async def run(n: int, sample: Path, settings: dict[str, Any], server: list[str])
                     ],
                 )
             )
+            hits = (await status())["typeahead_hits"]
             t0 = time.perf_counter()
             await client.text_document_inline_completion_async(params(line, char + 1))
-            cached.append((time.perf_counter() - t0) * 1000)
+            ms = (time.perf_counter() - t0) * 1000
+            if (await status())["typeahead_hits"] == hits + 1:
+                cached.append(ms)  # only true cache answers count here
             version += 1  # put the text back for the next cursor
             client.text_document_did_change(
                 lsp.DidChangeTextDocumentParams(

@@ -52,11 +52,10 @@ def _span_for(backend: Backend, old: str, opts: Options, floor: int) -> int:
 
 
 def _context(backend: Backend, text: str, start: int, end: int, opts: Options) -> tuple[str, str]:
-    engine = backend.ready_engine()
     ctx = build_context(
         text[:start] + text[end:],
         start,
-        lambda s: len(engine.encode(s)),
+        backend.token_spans,
         opts.context.prefix_tokens,
         opts.context.suffix_tokens,
     )

@@ -80,10 +80,12 @@ class Completer:
         return opts.completion.candidates if ask.invoked else 1
 
     async def _from_model(self, ask: Ask, opts: Options) -> list[str]:
-        engine = self.backend.ready_engine()
-        count = len if engine.tokenizer is None else (lambda s: len(engine.encode(s)))
         ctx = build_context(
-            ask.text, ask.offset, count, opts.context.prefix_tokens, opts.context.suffix_tokens
+            ask.text,
+            ask.offset,
+            self.backend.token_spans,
+            opts.context.prefix_tokens,
+            opts.context.suffix_tokens,
         )
         params = [self._params(span, opts) for span in self._spans(ctx, ask, opts)]
         cancel = threading.Event()
@@ -147,7 +149,7 @@ def fit_syntax(ctx: Context, text: str, language_id: str) -> str:
         return text
     cuts = [m.end() for m in _CUT.finditer(text.split("\n", 1)[0])]
     cuts += [i for i, c in enumerate(text) if c == "\n" and i > 0]
-    cuts = sorted(set(cuts) | {len(text)})[-48:]
+    cuts = sorted(set(cuts) | {len(text)})[-24:]
     best, best_errors = text, None
     for cut in reversed(cuts):  # longest first: ties keep the longer text
         errors = syntax.error_count(ctx.prefix + text[:cut] + ctx.suffix, language_id)

@@ -1,17 +1,19 @@
 """The model's view of a document: prefix and suffix around the cursor, each within a budget of
 model tokens counted with the model's own tokenizer.
 
-Cuts fall on line boundaries where they can, so the model never sees half a line at the far ends.
-Token counts are taken on a character window first (code runs 3-4 characters per token, so 8x
-the budget is always enough) and then trimmed by whole lines.
+Each side is tokenized once, with character offsets, and cut at the token where the budget runs
+out, then moved to the nearest line boundary inside the budget, so the model never sees half a
+line at the far ends (unless a single line is over budget). The character window is bounded
+first: code runs 3-4 characters per token, so 8x the budget is always enough.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-CountTokens = Callable[[str], int]
+# text -> (start, end) character offsets of its tokens, in order
+TokenSpans = Callable[[str], Sequence[tuple[int, int]]]
 CHARS_PER_TOKEN_BOUND = 8
 
 
@@ -24,71 +26,34 @@ class Context:
 
 
 def build_context(
-    text: str, offset: int, count: CountTokens, prefix_tokens: int, suffix_tokens: int
+    text: str, offset: int, spans: TokenSpans, prefix_tokens: int, suffix_tokens: int
 ) -> Context:
-    before = _tail(
-        text[max(0, offset - prefix_tokens * CHARS_PER_TOKEN_BOUND) : offset], count, prefix_tokens
-    )
+    lo = max(0, offset - prefix_tokens * CHARS_PER_TOKEN_BOUND)
+    before = _tail(text[lo:offset], spans, prefix_tokens)
     after = _head(
-        text[offset : offset + suffix_tokens * CHARS_PER_TOKEN_BOUND], count, suffix_tokens
+        text[offset : offset + suffix_tokens * CHARS_PER_TOKEN_BOUND], spans, suffix_tokens
     )
     return Context(before, after, offset - len(before), offset + len(after))
 
 
-def _tail(s: str, count: CountTokens, budget: int) -> str:
+def _tail(s: str, spans: TokenSpans, budget: int) -> str:
     """The longest tail of s within budget tokens, starting at a line start when possible."""
     if budget <= 0 or not s:
         return ""
-    if count(s) <= budget:
+    toks = spans(s)
+    if len(toks) <= budget:
         return s
-    cuts = [i + 1 for i, c in enumerate(s) if c == "\n"]  # candidate starts, far to near
-    lo, hi, best = 0, len(cuts) - 1, None
-    while lo <= hi:  # the earliest line start whose tail fits
-        mid = (lo + hi) // 2
-        if count(s[cuts[mid] :]) <= budget:
-            best, hi = cuts[mid], mid - 1
-        else:
-            lo = mid + 1
-    if best is not None and best < len(s):
-        return s[best:]
-    return _chars_tail(s, count, budget)  # the cursor line alone is over budget
+    start = toks[len(toks) - budget][0]  # the first character the budget can keep
+    nl = s.find("\n", max(0, start - 1))
+    return s[nl + 1 :] if 0 <= nl < len(s) - 1 else s[start:]
 
 
-def _head(s: str, count: CountTokens, budget: int) -> str:
+def _head(s: str, spans: TokenSpans, budget: int) -> str:
     if budget <= 0 or not s:
         return ""
-    if count(s) <= budget:
+    toks = spans(s)
+    if len(toks) <= budget:
         return s
-    cuts = [i + 1 for i, c in enumerate(s) if c == "\n"]  # candidate ends, near to far
-    lo, hi, best = 0, len(cuts) - 1, None
-    while lo <= hi:  # the latest line end whose head fits
-        mid = (lo + hi) // 2
-        if count(s[: cuts[mid]]) <= budget:
-            best, lo = cuts[mid], mid + 1
-        else:
-            hi = mid - 1
-    if best is not None:
-        return s[:best]
-    return _chars_head(s, count, budget)
-
-
-def _chars_tail(s: str, count: CountTokens, budget: int) -> str:
-    lo, hi = 0, len(s)
-    while lo < hi:  # the smallest start whose tail fits
-        mid = (lo + hi) // 2
-        if count(s[mid:]) <= budget:
-            hi = mid
-        else:
-            lo = mid + 1
-    return s[lo:]
-
-
-def _chars_head(s: str, count: CountTokens, budget: int) -> str:
-    lo, hi = 0, len(s)
-    while lo < hi:  # the largest end whose head fits
-        mid = (lo + hi + 1) // 2
-        if count(s[:mid]) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return s[:lo]
+    end = toks[budget - 1][1]  # one past the last character the budget can keep
+    nl = s.rfind("\n", 0, end)
+    return s[: nl + 1] if nl >= 0 else s[:end]

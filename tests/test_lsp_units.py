@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lsp_server import syntax
@@ -11,6 +13,10 @@ from lsp_server.options import Options, describe, parse_options
 
 def words(s: str) -> int:
     return len(s.split())
+
+
+def word_spans(s: str) -> list[tuple[int, int]]:
+    return [m.span() for m in re.finditer(r"\S+", s)]
 
 
 def test_options_defaults_and_partial_updates() -> None:
@@ -48,7 +54,7 @@ def test_options_reject_a_non_object() -> None:
 def test_context_respects_budgets_and_line_boundaries() -> None:
     text = "".join(f"line {i} has some words\n" for i in range(100))
     cursor = text.index("line 50")
-    ctx = build_context(text, cursor, words, prefix_tokens=20, suffix_tokens=10)
+    ctx = build_context(text, cursor, word_spans, prefix_tokens=20, suffix_tokens=10)
     assert words(ctx.prefix) <= 20 and words(ctx.suffix) <= 10
     assert ctx.prefix.startswith("line ") and ctx.prefix.endswith("\n")  # whole lines
     assert ctx.suffix.endswith("\n")
@@ -60,14 +66,14 @@ def test_context_respects_budgets_and_line_boundaries() -> None:
 
 def test_context_cuts_a_huge_line_by_characters() -> None:
     text = "x = [" + ", ".join(str(i) for i in range(500)) + "]"
-    ctx = build_context(text, len(text) - 1, words, prefix_tokens=7, suffix_tokens=0)
+    ctx = build_context(text, len(text) - 1, word_spans, prefix_tokens=7, suffix_tokens=0)
     assert 0 < words(ctx.prefix) <= 7 and ctx.suffix == ""
     assert text.endswith(ctx.prefix + "]")
 
 
 def test_zero_budget_and_empty_document() -> None:
-    assert build_context("", 0, words, 10, 10).prefix == ""
-    ctx = build_context("a b c\n", 3, words, 0, 0)
+    assert build_context("", 0, word_spans, 10, 10).prefix == ""
+    ctx = build_context("a b c\n", 3, word_spans, 0, 0)
     assert ctx.prefix == ctx.suffix == ""
 
 
