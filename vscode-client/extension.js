@@ -45,7 +45,7 @@ function createClient() {
   const settings = currentSettings();
   let self; // this client, for the middleware
   // stdio is the default transport. Setting `transport: TransportKind.stdio` explicitly would
-  // make vscode-languageclient append a `--stdio` argument, which dllm-infill-ls rejects.
+  // make vscode-languageclient append a `--stdio` argument (accepted, and the same thing).
   const serverOptions = { command: settings.serverPath || 'dllm-infill-ls' };
   const clientOptions = {
     documentSelector: documentSelector(settings.languages),
