@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench bench-lsp clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,9 @@ test: lint
 
 bench: $(STAMP)
 	$(VENV)/bin/dllm-infill bench
+
+bench-lsp: $(STAMP)
+	$(VENV)/bin/dllm-infill bench-lsp
 
 clean:
 	rm -rf $(VENV) build *.egg-info
