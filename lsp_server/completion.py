@@ -80,14 +80,16 @@ class Completer:
         return opts.completion.candidates if ask.invoked else 1
 
     async def _from_model(self, ask: Ask, opts: Options) -> list[str]:
+        # The plan needs only the cursor's own line, so it comes before the context: the span
+        # decides how much context the model can take at all.
+        near = Context(ask.text[max(0, ask.offset - 4000) : ask.offset],
+                       ask.text[ask.offset : ask.offset + 4000], 0, 0)  # fmt: skip
+        spans = self._spans(near, ask, opts)
+        prefix_budget, suffix_budget = self._budgets(max(spans), opts)
         ctx = build_context(
-            ask.text,
-            ask.offset,
-            self.backend.token_spans,
-            opts.context.prefix_tokens,
-            opts.context.suffix_tokens,
+            ask.text, ask.offset, self.backend.token_spans, prefix_budget, suffix_budget
         )
-        params = [self._params(span, opts) for span in self._spans(ctx, ask, opts)]
+        params = [self._params(span, opts) for span in spans]
         cancel = threading.Event()
         if (old := self._inflight.get(ask.uri)) is not None:
             old.set()  # a newer request on this document: the older one stops at its next pass
@@ -110,6 +112,16 @@ class Completer:
             if text and text.strip() and text not in out:
                 out.append(text)
         return out
+
+    def _budgets(self, span: int, opts: Options) -> tuple[int, int]:
+        """Context budgets within what the model can see beside the span: tokenizing context the
+        engine would trim anyway is wasted time on every keystroke."""
+        room = max(0, self.backend.ready_engine().args.max_positions - span)
+        want_pre, want_suf = opts.context.prefix_tokens, opts.context.suffix_tokens
+        if want_pre + want_suf <= room:
+            return want_pre, want_suf
+        suffix = min(want_suf, max(room // 4, room - want_pre))  # as the engine's fit_context
+        return min(want_pre, room - suffix), suffix
 
     @staticmethod
     def _spans(ctx: Context, ask: Ask, opts: Options) -> list[int]:
