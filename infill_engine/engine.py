@@ -161,13 +161,13 @@ class Engine:
         # No end token may land inside: the end rule would erase the user's text after it.
         n_ids = len(ids)
         p = replace(base, span=n_ids, max_span=max(base.max_span, n_ids), min_tokens=n_ids)
-        row = self._row(self.encode(prefix), self.encode(suffix), len(ids), p, cancel)
+        row = self._row(self.encode(prefix), self.encode(suffix), n_ids, p, cancel)
         lo, hi = row.span_start, row.span_end
         row.canvas[lo:hi] = torch.tensor(ids, device=row.canvas.device)
         with self._lock:
             logp = torch.log_softmax(self.logits(row.canvas[None])[0, lo:hi], dim=-1)
             mine = logp.gather(1, row.canvas[lo:hi, None].to(logp.device))[:, 0]
-            n = max(1, round(fraction * len(ids)))
+            n = max(1, round(fraction * n_ids))
             worst = torch.topk(-mine, n).indices.to(row.canvas.device)
             row.canvas[lo + worst] = self.mask_id
             self.runner.run([row])

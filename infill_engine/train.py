@@ -282,7 +282,7 @@ def warm_start(
     cfg["model"] = meta["config"]["model"]
     cfg["tokenizer"] = meta["config"]["tokenizer"]
     tok = Tokenizer.from_file(str(init / "tokenizer.json"))
-    loaded = load_model_dir(init, torch.device("cpu"), torch.float32)
+    loaded = load_model_dir(init, torch.device("cpu"), torch.float32, with_tokenizer=False)
     if loaded.mask_id != special_ids(tok)[1]:
         raise SystemExit(f"--init {init}: tokenizer and config disagree on the mask id")
     stages = list(meta.get("stages", [])) or [{k: v for k, v in meta.items() if k != "config"}]

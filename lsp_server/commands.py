@@ -9,12 +9,10 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from infill_engine import InfillParams
-
 from . import syntax
 from .backend import Backend
 from .context import build_context
-from .options import Options
+from .options import Options, infill_params
 from .postprocess import detect_indent, drop_suffix_overlap, reindent, trim_trailing_blank
 
 
@@ -28,19 +26,6 @@ class Edit:
     end: int
     text: str
     what: str  # for the user: what was done
-
-
-def _params(span: int, opts: Options, min_tokens: int = 1) -> InfillParams:
-    d = opts.decode
-    return InfillParams(
-        span=span,
-        max_span=max(span, d.max_span),
-        block_size=d.block_size,
-        decode=d.policy,  # type: ignore[arg-type]  # checked by options
-        threshold=d.threshold,
-        cache=d.cache,  # type: ignore[arg-type]
-        min_tokens=min(span, max(min_tokens, opts.decode.min_tokens)),
-    )
 
 
 def _span_for(backend: Backend, old: str, opts: Options, floor: int) -> int:
@@ -79,7 +64,7 @@ async def fill_function_body(
         raise CommandError("no function around the cursor (or no grammar for this language)")
     prefix, suffix = _context(backend, text, hole.start, hole.end, opts)
     span = _span_for(backend, text[hole.start : hole.end], opts, floor=48)
-    r = await backend.infill(prefix, suffix, _params(span, opts, 4), threading.Event())
+    r = await backend.infill(prefix, suffix, infill_params(opts.decode, span, 4), threading.Event())
     body = _tidy(r.text, prefix, suffix, hole.indent)
     if not body.strip():
         raise CommandError(f"the model wrote nothing for {hole.name}()")
@@ -103,7 +88,7 @@ async def regenerate_selection(
         note = f"# {' '.join(instruction.split())}\n"
         prefix = prefix[:line_start] + indent + note + prefix[line_start:]
     span = _span_for(backend, text[start:end], opts, floor=16)
-    r = await backend.infill(prefix, suffix, _params(span, opts, 2), threading.Event())
+    r = await backend.infill(prefix, suffix, infill_params(opts.decode, span, 2), threading.Event())
     new = _tidy(r.text, prefix, suffix, "")
     if not new.strip():
         raise CommandError("the model wrote nothing for the selection")
@@ -117,6 +102,6 @@ async def refine_selection(
     if not old.strip():
         raise CommandError("select some code to refine")
     prefix, suffix = _context(backend, text, start, end, opts)
-    p = _params(1, opts)
+    p = infill_params(opts.decode, 1)  # refine sets the span and holds end tokens off itself
     r = await backend.refine(prefix, old, suffix, fraction, p, threading.Event())
     return Edit(start, end, r.text, f"refined {r.changed} of {len(r.remasked)} unlikely tokens")

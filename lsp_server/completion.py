@@ -13,14 +13,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from infill_engine import InfillParams
 from infill_engine.engine import auto_span
 
 from . import syntax
 from .backend import Backend, Superseded
 from .context import Context, build_context
 from .debounce import AdaptiveDebounce
-from .options import Options
+from .options import Options, infill_params
 from .postprocess import postprocess
 from .typeahead import TypeaheadCache
 
@@ -89,7 +88,7 @@ class Completer:
         ctx = build_context(
             ask.text, ask.offset, self.backend.token_spans, prefix_budget, suffix_budget
         )
-        params = [self._params(span, opts) for span in spans]
+        params = [infill_params(opts.decode, span) for span in spans]
         cancel = threading.Event()
         if (old := self._inflight.get(ask.uri)) is not None:
             old.set()  # a newer request on this document: the older one stops at its next pass
@@ -136,19 +135,6 @@ class Completer:
             if s not in spans:
                 spans.append(s)
         return spans[: opts.completion.candidates]
-
-    @staticmethod
-    def _params(span: int, opts: Options) -> InfillParams:
-        d = opts.decode
-        return InfillParams(
-            span=span,
-            max_span=max(span, d.max_span),
-            block_size=d.block_size,
-            decode=d.policy,  # type: ignore[arg-type]  # checked by options
-            threshold=d.threshold,
-            cache=d.cache,  # type: ignore[arg-type]
-            min_tokens=min(span, opts.decode.min_tokens),
-        )
 
 
 def fit_syntax(ctx: Context, text: str, language_id: str) -> str:

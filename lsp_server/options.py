@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from infill_engine.params import CACHE_MODES, DECODE_POLICIES
+from infill_engine.params import CACHE_MODES, DECODE_POLICIES, InfillParams
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,20 @@ class DecodeOptions:
     span: int | None = None  # a fixed span length; None = planned per request
     min_tokens: int = 1  # the shortest completion, in tokens (end tokens are held off until then)
     cache: str = "dual"
+
+
+def infill_params(opts: DecodeOptions, span: int, min_tokens: int = 0) -> InfillParams:
+    """The engine's settings for one fill of `span` tokens: at least `min_tokens` of them, and
+    never fewer than the user's `decode.minTokens`."""
+    return InfillParams(
+        span=span,
+        max_span=max(span, opts.max_span),
+        block_size=opts.block_size,
+        decode=opts.policy,  # type: ignore[arg-type]  # checked by _policy
+        threshold=opts.threshold,
+        cache=opts.cache,  # type: ignore[arg-type]  # checked by _cache
+        min_tokens=min(span, max(min_tokens, opts.min_tokens)),
+    )
 
 
 @dataclass(frozen=True)

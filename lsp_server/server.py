@@ -94,10 +94,7 @@ class DllmServer(LanguageServer):
 
     async def _load(self) -> None:
         opts = self.options.engine
-        token: str | None = None
-        caps = self.client_capabilities.window
-        if caps is not None and caps.work_done_progress:
-            token = await self.progress_token("dllm-load", "dLLM: loading model")
+        token = await self.progress_token("dllm-load", "dLLM: loading model")
 
         def report(message: str) -> None:
             if token is not None:
@@ -269,10 +266,7 @@ def build_server(token: str | None = None) -> DllmServer:
     @server.command(REFACTOR)
     async def refactor(ls: DllmServer, *args: Any) -> dict[str, Any]:
         async def work() -> dict[str, Any]:
-            doc, rng = _doc_and(ls, args, lsp.Range)
-            span = ls.range_offsets(doc, rng)
-            if span is None:
-                raise CommandError("the selection is outside the document")
+            doc, span = _doc_and_selection(ls, args)
             instruction = args[2] if len(args) > 2 and isinstance(args[2], str) else None
             edit = await regenerate_selection(
                 ls.backend, doc.source, span[0], span[1], instruction, ls.options
@@ -284,10 +278,7 @@ def build_server(token: str | None = None) -> DllmServer:
     @server.command(REFINE)
     async def refine(ls: DllmServer, *args: Any) -> dict[str, Any]:
         async def work() -> dict[str, Any]:
-            doc, rng = _doc_and(ls, args, lsp.Range)
-            span = ls.range_offsets(doc, rng)
-            if span is None:
-                raise CommandError("the selection is outside the document")
+            doc, span = _doc_and_selection(ls, args)
             edit = await refine_selection(ls.backend, doc.source, span[0], span[1], ls.options)
             return await ls.apply(doc, edit)
 
@@ -307,6 +298,17 @@ def build_server(token: str | None = None) -> DllmServer:
         ls.backend.close()
 
     return server
+
+
+def _doc_and_selection(
+    ls: DllmServer, args: tuple[Any, ...]
+) -> tuple[TextDocument, tuple[int, int]]:
+    """(document, (start, end) offsets) from a command's [uri, range, ...] arguments."""
+    doc, rng = _doc_and(ls, args, lsp.Range)
+    span = ls.range_offsets(doc, rng)
+    if span is None:
+        raise CommandError("the selection is outside the document")
+    return doc, span
 
 
 def _doc_and(ls: DllmServer, args: tuple[Any, ...], kind: type[Any]) -> tuple[TextDocument, Any]:
