@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .params import CACHE_MODES, DECODE_POLICIES
 
@@ -62,30 +64,39 @@ def fill(argv: list[str]) -> int:
     return 0
 
 
+# Subcommands other packages add (`bench-lsp` from lsp_server), found through entry points so
+# that nothing in infill_engine imports them.
+PLUGIN_GROUP = "dllm_infill.commands"
+
+
+def _plugins() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=PLUGIN_GROUP)}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"fill", "bench", "bench-lsp", "train", "eval-infill"}
+    plugins = _plugins()
+    commands = ["fill", "bench", *sorted(plugins), "train", "eval-infill"]
     if not argv or argv[0] not in commands:
-        print(
-            "usage: dllm-infill {fill,bench,bench-lsp,train,eval-infill} [--help]", file=sys.stderr
-        )
+        print(f"usage: dllm-infill {{{','.join(commands)}}} [--help]", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "fill":
         return fill(rest)
     if cmd == "bench":
-        from .bench import main as bench_main
+        from .lab.bench import main as bench_main
 
         return bench_main(rest)
-    if cmd == "bench-lsp":
-        from lsp_server.bench import main as bench_lsp_main
-
-        return bench_lsp_main(rest)
+    if cmd in plugins:
+        run: Callable[[list[str]], int] = plugins[cmd].load()
+        return run(rest)
     if cmd == "train":
-        from .train import main as train_main
+        from .lab.train import main as train_main
 
         return train_main(rest)
-    from .evaluate import main as eval_main
+    from .lab.evaluate import main as eval_main
 
     return eval_main(rest)
 

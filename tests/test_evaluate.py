@@ -1,10 +1,19 @@
-"""The eval-infill harness: sandbox, HumanEval reading, table (infill_engine.evaluate)."""
+"""The eval-infill harness: sandbox, HumanEval reading, baselines (infill_engine.lab)."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
-from infill_engine.evaluate import DEFAULT_DATA, format_table, read_humaneval, run_sandboxed
+from infill_engine.lab.evaluate import (
+    DEFAULT_DATA,
+    format_table,
+    heldout_bodies,
+    mask_positions,
+    read_humaneval,
+    unigram_accuracy,
+)
+from infill_engine.lab.sandbox import run_sandboxed
 
 
 def test_sandbox_pass_fail_timeout() -> None:
@@ -54,12 +63,45 @@ def test_canonical_solutions_pass() -> None:
 
 
 def test_table_formats_a_report() -> None:
+    acc = {"model": 0.5, "unigram_corpus": 0.08, "unigram_window": 0.12}
     report = {
-        "masked_accuracy": {"0.15": 0.5, "0.5": 0.4, "0.9": 0.2},
-        "heldout_line_exact_match": 0.1,
-        "heldout_lines": 10,
+        "masked_accuracy": {"0.15": acc, "0.5": acc, "0.9": acc},
+        "ar_baseline": {"next_token_accuracy": 0.33},
+        "heldout_lines": {
+            "holes": 10,
+            "span": 24,
+            "exact_match_fixed_span": 0.1,
+            "exact_match_oracle_span": 0.2,
+            "tokens_per_forward_oracle": 1.7,
+        },
+        "heldout_bodies": {"holes": 5, "exact_match_oracle_span": 0.0, "tokens_per_forward": 2.5},
         "humaneval_single_line": None,
         "humaneval_missing": "x.jsonl.gz",
     }
     table = format_table(report)
-    assert "50.0%" in table and "skipped" in table
+    for want in ("50.0%", "8.0%", "12.0%", "33.0%", "20.0%", "1.70", "2.50", "skipped"):
+        assert want in table
+
+
+def test_unigram_baselines_count_what_they_claim() -> None:
+    windows = torch.tensor([[5, 5, 5, 7, 9, 5], [7, 7, 1, 2, 7, 3]])
+    positions = torch.tensor([[0, 3], [2, 4]])
+    # corpus mode 5: right on (0,0) only -> 1 of 4
+    assert unigram_accuracy(windows, positions, 5) == 0.25
+    # window modes from the unmasked tokens: 5 in row 0 (hits (0,0)), 7 in row 1 (hits (1,4))
+    assert unigram_accuracy(windows, positions, None) == 0.5
+    pos = mask_positions(windows, 0.5, seed=1)
+    assert pos.shape == (2, 3) and torch.equal(pos, mask_positions(windows, 0.5, seed=1))
+
+
+def test_heldout_bodies_are_function_statements_after_the_docstring() -> None:
+    text = (
+        'import os\n\n\ndef f(a, b):\n    """Join."""\n    x = a + b\n    return x\n\n\n'
+        "def g(): return 1\n\n\nclass C:\n    def m(self):\n        y = 1\n"
+        "        return y\n"
+    )
+    bodies = heldout_bodies([text], 10, seed=0)
+    middles = sorted(b[1] for b in bodies)
+    assert middles == ["        y = 1\n        return y\n", "    x = a + b\n    return x\n"]
+    for prefix, middle, suffix in bodies:
+        assert prefix + middle + suffix == text

@@ -1,17 +1,20 @@
-"""Training loop, corpus selection and split (infill_engine.train, infill_engine.corpus)."""
+"""Training loop, recipe, sampler, corpus selection and split (infill_engine.lab)."""
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
 from pathlib import Path
 
+import pytest
 import torch
 
 from infill_engine import load
-from infill_engine.corpus import SourceFile, is_held_out, iter_sources, split_corpus
-from infill_engine.tokenizer_build import train_tokenizer
-from infill_engine.train import Sampler, load_config, train
+from infill_engine.lab.corpus import SourceFile, is_held_out, iter_sources, split_corpus
+from infill_engine.lab.recipe import TrainConfig
+from infill_engine.lab.sampler import Sampler
+from infill_engine.lab.tokenizer_build import train_tokenizer
+from infill_engine.lab.train import ar_loss, train
 
 CODE = (
     "import os\n\n\ndef join(a, b):\n    return os.path.join(a, b)\n\n\n"
@@ -20,10 +23,10 @@ CODE = (
 )
 
 
-def tiny_config() -> dict:
-    cfg = copy.deepcopy(load_config())
-    cfg["tokenizer"]["vocab_size"] = 320
-    cfg["model"].update(
+def tiny_config(**train: object) -> TrainConfig:
+    d = TrainConfig.load().to_dict()
+    d["tokenizer"]["vocab_size"] = 320
+    d["model"].update(
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=1,
@@ -31,8 +34,8 @@ def tiny_config() -> dict:
         num_key_value_heads=1,
         max_position_embeddings=128,
     )
-    cfg["train"].update(seq_len=48, batch_size=4, steps=3, minutes=2, warmup_steps=1)
-    return cfg
+    d["train"].update(seq_len=48, batch_size=4, steps=3, minutes=2, warmup_steps=1, **train)
+    return TrainConfig.from_dict(d)
 
 
 def tiny_files() -> list[SourceFile]:
@@ -56,26 +59,25 @@ def test_sampler_is_deterministic_and_infill_spans_end_with_end_tokens() -> None
     cfg = tiny_config()
     files = tiny_files()
     tok = train_tokenizer((f.text for f in files), 320)
-    a = Sampler(files, tok, cfg, seed=7).batch(8)
-    b = Sampler(files, tok, cfg, seed=7).batch(8)
+    a = Sampler(files, tok, cfg.train, seed=7).batch(8)
+    b = Sampler(files, tok, cfg.train, seed=7).batch(8)
     assert torch.equal(a.ids, b.ids) and torch.equal(a.masked, b.masked)
     assert a.masked.any(1).all()  # every row scores something
-    s = Sampler(files, tok, cfg, seed=3)
-    ids, masked, weight, scale = s.infill()
-    assert len(ids) == cfg["train"]["seq_len"] == len(scale) and weight > 0
+    s = Sampler(files, tok, cfg.train, seed=3)
+    ids, masked, weight, scale = s.infill(0.5)
+    assert len(ids) == cfg.train.seq_len == len(scale) and weight > 0
     assert any(masked)
 
 
 def test_end_padding_after_the_first_end_token_weighs_less() -> None:
-    cfg = tiny_config()
-    cfg["train"].update(oracle_fraction=0.0, end_pad_weight=0.25)
+    cfg = tiny_config(oracle_fraction=0.0, end_pad_weight=0.25)
     files = tiny_files()
     tok = train_tokenizer((f.text for f in files), 320)
-    s = Sampler(files, tok, cfg, seed=5)
+    s = Sampler(files, tok, cfg.train, seed=5)
     end_id = tok.token_to_id("<|endoftext|>")
     seen = 0
     for _ in range(20):
-        ids, _, _, scale = s.infill()
+        ids, _, _, scale = s.infill(0.5)
         low = [i for i, w in enumerate(scale) if w != 1.0]
         if not low:
             continue  # the span held exactly one end token
@@ -90,7 +92,8 @@ def test_warm_start_continues_from_a_trained_dir(tmp_path: Path) -> None:
     first = tmp_path / "first"
     train(tiny_config(), first, files=tiny_files(), progress=False)
     cfg = tiny_config()
-    cfg["model"]["hidden_size"] = 64  # ignored: the architecture comes from the dir
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, hidden_size=64))
+    # ^ ignored: the architecture comes from the dir
     second = tmp_path / "second"
     meta = train(cfg, second, files=tiny_files(), progress=False, init=first)
     assert meta["steps"] == 6 and [s["steps"] for s in meta["stages"]] == [3, 3]
@@ -131,3 +134,93 @@ def test_selection_skips_tests_and_humaneval(tmp_path: Path) -> None:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
     assert [f.rel for f in iter_sources(tmp_path)] == ["a.py", "g.py"]
+
+
+def test_mask_levels_are_stratified_across_the_batch() -> None:
+    files = tiny_files()
+    tok = train_tokenizer((f.text for f in files), 320)
+    s = Sampler(files, tok, tiny_config().train, seed=11)
+    for size in (1, 7, 16):
+        levels = sorted(s.mask_levels(size))
+        # one level in each stratum [i/size, (i+1)/size): no batch is all small-t rows
+        assert all(i / size <= t < (i + 1) / size or t == 1e-3 for i, t in enumerate(levels))
+    # the offset is random, so two batches differ
+    assert s.mask_levels(16) != s.mask_levels(16)
+
+
+def test_ar_loss_is_next_token_prediction_under_a_causal_mask() -> None:
+    torch.manual_seed(0)
+    files = tiny_files()
+    tok = train_tokenizer((f.text for f in files), 320)
+    from infill_engine.lab.checkpoint import build_model
+
+    model = build_model(tiny_config().model, tok).eval()
+    ids = torch.randint(4, 320, (2, 12))
+    t = ids.shape[1]
+    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    pos = torch.arange(t).expand(2, -1)
+    raw = model(ids, pos, mask=causal)
+    want = torch.nn.functional.cross_entropy(raw[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+    assert torch.allclose(ar_loss(model, ids), want)
+    # causal: changing the last token leaves every earlier position's logits unchanged
+    other = ids.clone()
+    other[:, -1] = (other[:, -1] + 1) % 320
+    raw2 = model(other, pos, mask=causal)
+    assert torch.allclose(raw[:, :-1], raw2[:, :-1], atol=1e-5)
+    assert not torch.allclose(raw[:, -1], raw2[:, -1])
+
+
+def test_ar_then_diffusion_stages_are_recorded(tmp_path: Path) -> None:
+    ar_dir, diff_dir = tmp_path / "ar", tmp_path / "diff"
+    train(tiny_config(objective="ar"), ar_dir, files=tiny_files(), progress=False)
+    meta = train(tiny_config(), diff_dir, files=tiny_files(), progress=False, init=ar_dir)
+    assert [s["objective"] for s in meta["stages"]] == ["ar", "diffusion"]
+    config = (diff_dir / "config.json").read_text()
+    assert '"expand_token_id": 2' in config and '"delete_token_id": 3' in config
+    engine = load(str(diff_dir), device="cpu")
+    assert engine.tokenizer.convert_ids_to_tokens([2, 3]) == ["<|expand|>", "<|delete|>"]
+
+
+def test_recipe_rejects_unknown_keys_and_bad_values() -> None:
+    d = TrainConfig.load().to_dict()
+    assert TrainConfig.from_dict(d) == TrainConfig.load()
+    with pytest.raises(ValueError, match="unknown keys"):
+        TrainConfig.from_dict({**d, "train": {**d["train"], "lr_typo": 1.0}})
+    with pytest.raises(ValueError, match="objective"):
+        TrainConfig.load().with_train(objective="gan")
+    with pytest.raises(ValueError, match="infill_fraction"):
+        TrainConfig.load().with_train(infill_fraction=1.5)
+
+
+def test_warm_start_rejects_a_foreign_dir(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="training_meta"):
+        train(tiny_config(), tmp_path / "x", files=tiny_files(), progress=False, init=tmp_path)
+
+
+def test_site_packages_source_dedups_and_never_leaks_held_out_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infill_engine.lab import corpus
+
+    std, site = tmp_path / "std", tmp_path / "site"
+    texts = {f"m{i}.py": f"x{i} = {i}\n" * 60 for i in range(200)}
+    for rel, text in texts.items():
+        (std / rel).parent.mkdir(parents=True, exist_ok=True)
+        (std / rel).write_text(text)
+    held_rel = next(r for r in texts if is_held_out(r))
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "copy.py").write_text(texts[held_rel])  # a held-out file, vendored
+    (site / "pkg" / "dup.py").write_text(texts["m0.py" if held_rel != "m0.py" else "m1.py"])
+    (site / "pkg" / "own.py").write_text("def own():\n    return 1\n" * 20)
+    (site / "pkg" / "data.py").write_text("T = [" + "1, " * 3000 + "]\n")  # generated-looking
+    monkeypatch.setattr(corpus, "stdlib_root", lambda: std)
+    monkeypatch.setattr(corpus, "site_packages_root", lambda: site)
+    train_files, held = split_corpus(sources=("stdlib", "site-packages"))
+    rels = {f.rel for f in train_files}
+    assert held_rel in {f.rel for f in held}
+    assert "site-packages/pkg/own.py" in rels
+    assert not rels & {"site-packages/pkg/copy.py", "site-packages/pkg/dup.py"}
+    assert "site-packages/pkg/data.py" not in rels
+    assert len({f.text for f in train_files}) == len(train_files)
+    with pytest.raises(ValueError, match="unknown corpus sources"):
+        split_corpus(sources=("pypi",))

@@ -1,6 +1,7 @@
 """Byte-level BPE tokenizer of the builtin model, trained with the `tokenizers` library.
 
-Owns the special tokens (`<|endoftext|>` = id 0, `<|mask|>` = id 1) and the pre-tokenisation
+Owns the special tokens (`<|endoftext|>` = id 0, `<|mask|>` = id 1, DreamOn's `<|expand|>` = 2
+and `<|delete|>` = 3) and the pre-tokenisation
 that keeps code whitespace cheap: runs of spaces, newline + indentation and identifiers become
 their own pre-tokens. Byte-level encoding makes decode(encode(s)) == s for any string.
 """
@@ -15,7 +16,11 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, train
 
 END_TOKEN = "<|endoftext|>"
 MASK_TOKEN = "<|mask|>"
-SPECIAL_TOKENS = (END_TOKEN, MASK_TOKEN)
+# DreamOn's variable-length tokens: a mask decoded as <|expand|> becomes two masks, one decoded
+# as <|delete|> is removed. Reserved at ids 2 and 3 and recorded in config.json.
+EXPAND_TOKEN = "<|expand|>"
+DELETE_TOKEN = "<|delete|>"
+SPECIAL_TOKENS = (END_TOKEN, MASK_TOKEN, EXPAND_TOKEN, DELETE_TOKEN)
 
 # newline(s) followed by indentation | runs of spaces/tabs | words with one optional leading space
 # | numbers | single punctuation characters with an optional leading space.

@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from . import load
-from .engine import Engine
-from .models import DiffusionTransformer
-from .params import InfillParams
+from .. import load
+from ..engine import Engine
+from ..models import DiffusionTransformer
+from ..params import InfillParams
 
 CONFIGS: tuple[tuple[str, str], ...] = (
     ("fixed", "none"),  # the baseline
@@ -32,7 +32,7 @@ CONFIGS: tuple[tuple[str, str], ...] = (
     ("threshold", "prefix"),
     ("threshold", "dual"),
 )
-SAMPLE = Path(__file__).with_name("runner.py")  # any real Python source ships with the package
+SAMPLE = Path(__file__).parents[1] / "runner.py"  # any real Python source ships with the package
 
 
 @dataclass(frozen=True)

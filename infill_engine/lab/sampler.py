@@ -1,0 +1,167 @@
+"""Training examples for the builtin model, drawn deterministically from the corpus.
+
+Three kinds of rows:
+
+* plain windows (`ar_batch`): the autoregressive stage scores every token;
+* LLaDA masked diffusion (`llada`): every token masked with probability t, weight 1/(t n);
+* infill-shaped (`infill`): a window cut into prefix | middle | suffix (whole lines, multi-line
+  blocks or random character spans), each piece tokenised on its own as the engine does. The
+  span is a budget of len(middle) + extra tokens holding the middle followed by `<|endoftext|>`
+  tokens; span positions are masked with probability t, so the model learns to end the span
+  early and join the suffix.
+
+Mask levels t are stratified across a batch (`mask_levels`), as MDLM does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from dataclasses import dataclass
+
+import torch
+from tokenizers import Tokenizer
+from torch import Tensor
+
+from .checkpoint import special_ids
+from .corpus import SourceFile
+from .recipe import Schedule
+
+
+@dataclass
+class Batch:
+    ids: Tensor  # [B, T] model input (masked)
+    targets: Tensor  # [B, T] true tokens
+    masked: Tensor  # [B, T] bool, positions scored
+    weight: Tensor  # [B] 1 / (t * normaliser)
+    scale: Tensor | None = None  # [B, T] per-position loss scale (None = all 1)
+
+
+Example = tuple[list[int], list[bool], float, list[float]]  # ids, masked, weight, scale
+
+
+class Sampler:
+    """Draws training examples from the corpus text, deterministically from its own RNG."""
+
+    def __init__(self, files: list[SourceFile], tok: Tokenizer, sched: Schedule, seed: int) -> None:
+        if not files:
+            raise ValueError("the sampler needs at least one source file")
+        self.texts = [f.text for f in files]
+        weights = [len(t) for t in self.texts]
+        total = float(sum(weights))
+        self.cum: list[float] = []
+        acc = 0.0
+        for w in weights:
+            acc += w / total
+            self.cum.append(acc)
+        self.tok = tok
+        self.t = sched
+        self.rng = random.Random(seed)
+        self.end_id, self.mask_id = special_ids(tok)
+
+    def _text(self) -> str:
+        i = min(bisect.bisect_left(self.cum, self.rng.random()), len(self.texts) - 1)
+        return self.texts[i]
+
+    def _encode(self, s: str) -> list[int]:
+        return list(self.tok.encode(s).ids) if s else []
+
+    def _window(self, chars: int) -> str:
+        text = self._text()
+        if len(text) <= chars:
+            return text
+        start = self.rng.randrange(0, len(text) - chars)
+        nl = text.rfind("\n", 0, start)  # start at a line start, like a real file position
+        start = nl + 1 if nl >= 0 and start - nl < 200 else start
+        return text[start : start + chars]
+
+    def plain(self) -> list[int]:
+        """A window of seq_len tokens of plain text (end-padded): the autoregressive rows."""
+        n = self.t.seq_len
+        ids = self._encode(self._window(n * 6))[:n]
+        return ids + [self.end_id] * (n - len(ids))
+
+    def llada(self, t: float) -> Example:
+        n = self.t.seq_len
+        ids = self.plain()
+        masked = [self.rng.random() < t for _ in ids]
+        if not any(masked):
+            masked[self.rng.randrange(n)] = True
+        return ids, masked, 1.0 / (t * n), [1.0] * n
+
+    def _cut(self, text: str) -> tuple[int, int]:
+        """Character offsets [a, b) of the middle: one line, a block of lines or a random span."""
+        starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n" and i + 1 < len(text)]
+        kind = self.rng.random()
+        if kind < 0.75 and len(starts) > 4:
+            lo = len(starts) // 4
+            first = self.rng.randrange(lo, max(lo + 1, len(starts) - 2))
+            nlines = 1 if kind < 0.45 else self.rng.randint(2, 8)
+            last = min(first + nlines, len(starts) - 1)
+            return starts[first], starts[last]
+        a = self.rng.randrange(len(text) // 4, max(len(text) // 4 + 1, len(text) * 3 // 4))
+        return a, min(len(text), a + self.rng.randint(1, 120))
+
+    def infill(self, t: float) -> Example:
+        n = self.t.seq_len
+        max_span = min(self.t.max_span, n // 2)
+        for _ in range(20):
+            text = self._window(n * 8)
+            if len(text) < 40:
+                continue
+            a, b = self._cut(text)
+            mid = self._encode(text[a:b])
+            if not mid or len(mid) > max_span:
+                continue
+            if self.rng.random() < self.t.oracle_fraction:
+                extra = 0
+            else:
+                extra = self.rng.randint(1, self.t.max_extra)
+            span = min(max_span, len(mid) + extra)
+            extra = span - len(mid)
+            pre, suf = self._encode(text[:a]), self._encode(text[b:])
+            room = n - span
+            keep_suf = min(len(suf), max(room // 4, room - len(pre), self.rng.randint(0, room)))
+            keep_pre = min(len(pre), room - keep_suf)
+            ids = pre[len(pre) - keep_pre :] + mid + [self.end_id] * extra + suf[:keep_suf]
+            start = keep_pre
+            ids += [self.end_id] * (n - len(ids))
+            masked = [False] * n
+            for i in range(start, start + span):
+                masked[i] = self.rng.random() < t
+            if not any(masked[start : start + span]):
+                masked[start + self.rng.randrange(span)] = True
+            # The first end token marks the boundary and is what the engine's end rule acts on;
+            # the padding after it is trivial once the boundary is known, so it weighs less and
+            # cannot teach the model that an end token is the likeliest guess anywhere in a span.
+            scale = [1.0] * n
+            pad = self.t.end_pad_weight
+            for i in range(start + len(mid) + 1, start + span):
+                scale[i] = pad
+            return ids, masked, 1.0 / (t * span), scale
+        return self.llada(t)
+
+    def mask_levels(self, size: int) -> list[float]:
+        """Stratified t for one batch (MDLM's low-discrepancy sampler): one uniform offset u,
+        t_i = (i + u) / size, shuffled. Every batch spans (0, 1) evenly, so the 1/t weights of a
+        few small-t rows cannot dominate one batch and starve the next."""
+        u = self.rng.random()
+        levels = [max((i + u) / size, 1e-3) for i in range(size)]
+        self.rng.shuffle(levels)
+        return levels
+
+    def batch(self, size: int) -> Batch:
+        frac = self.t.infill_fraction
+        rows = [
+            self.infill(t) if self.rng.random() < frac else self.llada(t)
+            for t in self.mask_levels(size)
+        ]
+        targets = torch.tensor([r[0] for r in rows], dtype=torch.long)
+        masked = torch.tensor([r[1] for r in rows], dtype=torch.bool)
+        ids = torch.where(masked, torch.full_like(targets, self.mask_id), targets)
+        scale = torch.tensor([r[3] for r in rows], dtype=torch.float32)
+        return Batch(ids, targets, masked, torch.tensor([r[2] for r in rows]), scale)
+
+    def ar_batch(self, size: int) -> Tensor:
+        """[size, seq_len] plain windows for the autoregressive stage (every token scored)."""
+        return torch.tensor([self.plain() for _ in range(size)], dtype=torch.long)
