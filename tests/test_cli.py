@@ -61,3 +61,19 @@ def test_bench_reports_ratios_to_its_own_baseline(dream_dir: Path) -> None:
     assert base["nfe_full"] == base["nfe"] and base["nfe_block"] == 0
     dual = rows[3]
     assert dual["nfe_full"] == 2 and dual["nfe_block"] > 0  # one refresh per block of 8
+
+
+def test_bench_threshold_curve_has_every_cache_at_every_tau(dream_dir: Path) -> None:
+    p = run_cli("bench", "--model", str(dream_dir), "--spans", "16", "--block-size", "8",
+                "--context", "24", "--thresholds", "0.5,1.0", "--json")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    assert [(r["decode"], r["threshold"], r["cache"]) for r in rows] == [
+        ("fixed", None, "none"),
+        *[("threshold", t, c) for t in (0.5, 1.0) for c in ("none", "prefix", "dual")],
+    ]
+    base, exact = rows[0], rows[4]
+    # τ = 1.0 without a cache commits the single most confident token per step: the baseline
+    assert exact["nfe"] == base["nfe"] and exact["agree"] == 1.0
+    bad = run_cli("bench", "--model", str(dream_dir), "--thresholds", "0,2")
+    assert bad.returncode == 2 and "--thresholds" in bad.stderr

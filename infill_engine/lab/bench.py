@@ -3,7 +3,10 @@
 For each span length, every configuration fills the same hole of the same sample file in one
 process, and each figure is reported as a ratio to the baseline (fixed schedule, one token per
 step, no cache: LLaDA's original) measured in the same run, with the share of output tokens that
-agree with the baseline. A benchmark, not a test: it measures and prints.
+agree with the baseline. `--thresholds 0.5,0.7,0.9,1.0` gives the speed/quality curve: the
+threshold policy with each cache at each τ. τ = 1.0 commits one token per step (the most
+confident), so its rows isolate what the caches alone cost in agreement. A benchmark, not a
+test: it measures and prints.
 
 `--random-init` swaps in a random model of the builtin's shape with room for long spans; it shows
 the cache speedups (cost per pass) but not the confidence-driven NFE savings, which need a
@@ -26,12 +29,8 @@ from ..engine import Engine
 from ..models import DiffusionTransformer
 from ..params import InfillParams
 
-CONFIGS: tuple[tuple[str, str], ...] = (
-    ("fixed", "none"),  # the baseline
-    ("threshold", "none"),
-    ("threshold", "prefix"),
-    ("threshold", "dual"),
-)
+BASELINE = ("fixed", "none")
+CACHES = ("none", "prefix", "dual")
 SAMPLE = Path(__file__).parents[1] / "runner.py"  # any real Python source ships with the package
 
 
@@ -40,6 +39,7 @@ class Measure:
     span: int
     decode: str
     cache: str
+    threshold: float | None  # τ of the threshold rows; None for the baseline
     nfe: int
     nfe_full: int
     nfe_block: int
@@ -73,17 +73,22 @@ def hole(engine: Engine, prefix_tokens: int, suffix_tokens: int) -> tuple[list[i
     return ids[cut - prefix_tokens : cut], ids[cut : cut + suffix_tokens]
 
 
+def configs(thresholds: list[float]) -> list[tuple[str, str, float | None]]:
+    """The baseline first, then the threshold policy with every cache at every τ."""
+    return [(*BASELINE, None)] + [("threshold", c, t) for t in thresholds for c in CACHES]
+
+
 def run(
-    engine: Engine, spans: list[int], block_size: int, threshold: float, context: int
+    engine: Engine, spans: list[int], block_size: int, thresholds: list[float], context: int
 ) -> list[Measure]:
     prefix, suffix = hole(engine, context * 3 // 4, context // 4)
     out: list[Measure] = []
-    runs = [(s, d, c) for s in spans for d, c in CONFIGS]
+    runs = [(s, d, c, t) for s in spans for d, c, t in configs(thresholds)]
     warm = InfillParams(span=8, block_size=8)
     engine.infill_ids([(prefix, suffix, 8, warm, None)])
     base_ids: list[int] = []
     base_nfe, base_ms = 1, 1.0
-    for span, dec, cache in tqdm(runs, desc="bench", unit="run"):
+    for span, dec, cache, tau in tqdm(runs, desc="bench", unit="run"):
         if len(prefix) + span + len(suffix) > engine.args.max_positions:
             tqdm.write(f"span {span}: skipped, the model has {engine.args.max_positions} positions")
             continue
@@ -93,17 +98,17 @@ def run(
             block_size=block_size,
             decode=dec,
             cache=cache,
-            threshold=threshold,
+            threshold=0.9 if tau is None else tau,
         )
         t0 = time.perf_counter()
         r = engine.infill_ids([(prefix, suffix, span, params, None)])[0]
         ms = (time.perf_counter() - t0) * 1000
         ids = r.token_ids
-        if (dec, cache) == CONFIGS[0]:
+        if (dec, cache) == BASELINE:
             base_ids, base_nfe, base_ms = ids, r.nfe, ms
         out.append(
             Measure(
-                span, dec, cache, r.nfe, r.nfe_full, r.nfe_block, round(ms, 1),
+                span, dec, cache, tau, r.nfe, r.nfe_full, r.nfe_block, round(ms, 1),
                 round(base_nfe / r.nfe, 2), round(base_ms / ms, 2),
                 round(agreement(ids, base_ids), 3), round(r.tokens / max(r.nfe, 1), 2),
             )
@@ -112,12 +117,13 @@ def run(
 
 
 def table(rows: list[Measure]) -> str:
-    head = f"{'span':>5} {'decode':>9} {'cache':>6} {'NFE':>6} {'full':>5} {'block':>6} "
+    head = f"{'span':>5} {'decode':>9} {'τ':>4} {'cache':>6} {'NFE':>6} {'full':>5} {'block':>6} "
     head += f"{'wall ms':>9} {'NFE x':>6} {'speed x':>8} {'agree':>6} {'tok/pass':>8}"
     lines = [head, "-" * len(head)]
     for m in rows:
         lines.append(
-            f"{m.span:>5} {m.decode:>9} {m.cache:>6} {m.nfe:>6} {m.nfe_full:>5} {m.nfe_block:>6} "
+            f"{m.span:>5} {m.decode:>9} {'-' if m.threshold is None else m.threshold:>4} "
+            f"{m.cache:>6} {m.nfe:>6} {m.nfe_full:>5} {m.nfe_block:>6} "
             f"{m.wall_ms:>9.1f} {m.nfe_ratio:>6.2f} {m.speedup:>8.2f} {m.agree:>6.3f} "
             f"{m.tokens_per_pass:>8.2f}"
         )
@@ -130,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--spans", default="64,256", help="comma-separated span lengths")
     ap.add_argument("--block-size", type=int, default=32)
-    ap.add_argument("--threshold", type=float, default=0.9)
+    ap.add_argument(
+        "--thresholds", default="0.9", help="comma-separated τ values, e.g. 0.5,0.7,0.9,1.0"
+    )
     ap.add_argument("--context", type=int, default=96, help="prefix+suffix tokens")
     ap.add_argument("--random-init", action="store_true", help="random weights, 4096 positions")
     ap.add_argument("--seed", type=int, default=0)
@@ -140,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.random_init:
         engine = random_engine(engine, 4096, a.seed)
     spans = [int(s) for s in a.spans.split(",") if s.strip()]
-    rows = run(engine, spans, a.block_size, a.threshold, a.context)
+    thresholds = [float(t) for t in a.thresholds.split(",") if t.strip()]
+    if not thresholds or not all(0.0 < t <= 1.0 for t in thresholds):
+        ap.error(f"--thresholds must be values in (0, 1], got {a.thresholds!r}")
+    rows = run(engine, spans, a.block_size, thresholds, a.context)
     if a.json:
         print(json.dumps([m.__dict__ for m in rows], indent=2))
     else:
