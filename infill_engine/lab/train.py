@@ -228,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    ap.add_argument("--seq-len", type=int, default=None, help="tokens per training row")
+    ap.add_argument("--batch-size", type=int, default=None, help="rows per step")
     ap.add_argument("--init", type=Path, default=None, help="continue from this model dir")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -241,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("minutes", a.minutes),
                 ("steps", a.steps),
                 ("lr", a.lr),
+                ("seq_len", a.seq_len),
+                ("batch_size", a.batch_size),
             )
             if v is not None
         }
