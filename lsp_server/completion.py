@@ -138,13 +138,16 @@ class Completer:
 
 
 def fit_syntax(ctx: Context, text: str, language_id: str) -> str:
-    """The longest cut of text that leaves no more syntax errors than the other cuts.
+    """The longest cut of text that leaves no more syntax errors than the other cuts, or "" when
+    even that cut has more errors than the window without any insertion: nothing shown may break
+    the document.
 
     Cuts are at line ends and, on the first line, at word ends. The window (prefix + suffix) may
     not parse on its own, so this compares error counts rather than asking for zero errors.
     """
     if syntax.parser_for(language_id) is None:
         return text
+    before = syntax.error_count(ctx.prefix + ctx.suffix, language_id)
     cuts = [m.end() for m in _CUT.finditer(text.split("\n", 1)[0])]
     cuts += [i for i, c in enumerate(text) if c == "\n" and i > 0]
     cuts = sorted(set(cuts) | {len(text)})[-24:]
@@ -157,4 +160,6 @@ def fit_syntax(ctx: Context, text: str, language_id: str) -> str:
             best, best_errors = text[:cut], errors
         if errors == 0:
             break
+    if before is not None and best_errors is not None and best_errors > before:
+        return ""
     return best

@@ -110,3 +110,20 @@ def test_no_function_and_unknown_language() -> None:
     assert syntax.parses("x = 1\n", "python") is True
     assert syntax.error_count("x = 1\n", "cobol") is None
     assert syntax.error_count("def f(:\n  return (\n", "python") >= 1  # type: ignore[operator]
+
+
+def test_fit_syntax_refuses_a_fill_that_breaks_the_document() -> None:
+    from lsp_server.completion import fit_syntax
+    from lsp_server.context import Context
+
+    prefix = "def f(xs):\n    for x in xs:\n        "
+    suffix = "\n    return xs\n"
+    ctx = Context(prefix, suffix, 0, len(prefix) + len(suffix))
+    assert syntax.error_count(prefix + suffix, "python") == 0
+    assert fit_syntax(ctx, "print(x)", "python") == "print(x)"
+    assert fit_syntax(ctx, "else:::::::::", "python") == ""  # every cut adds an error
+    # a good first line is kept and the broken rest cut off
+    assert fit_syntax(ctx, "print(x)\n        )]", "python") == "print(x)"
+    # a window that does not parse on its own: the fill may fix it, never make it worse
+    broken = Context("x = (1 +\n", "\ny = 2\n", 0, 0)
+    assert fit_syntax(broken, "2)", "python") == "2)"
