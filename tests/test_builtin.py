@@ -48,9 +48,19 @@ def test_loads_offline(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 HOLES = [
-    # (prefix, suffix): holes the trained model fills with code that parses.
+    # (prefix, suffix): simple holes the trained model fills with code that parses.
     ("def add(a, b):\n    return ", "\n\n\nprint(add(1, 2))\n"),
     ("x = [1, 2, 3]\ntotal = ", "\nprint(total)\n"),
+    (  # the `make demo` hole
+        'def greet(name):\n    """Return a greeting for name."""\n    ',
+        '\n\n\nprint(greet("world"))\n',
+    ),
+    ("def count(items):\n    n = 0\n    for item in items:\n        ", "\n    return n\n"),
+    (
+        "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        ",
+        "\n\n    def norm(self):\n        return (self.x ** 2 + self.y ** 2) ** 0.5\n",
+    ),
+    ("import os\n\n\ndef exists(path):\n    return ", "\n"),
 ]
 
 

@@ -146,6 +146,9 @@ def test_mask_levels_are_stratified_across_the_batch() -> None:
         assert all(i / size <= t < (i + 1) / size or t == 1e-3 for i, t in enumerate(levels))
     # the offset is random, so two batches differ
     assert s.mask_levels(16) != s.mask_levels(16)
+    iid = Sampler(files, tok, tiny_config(stratified_t=False).train, seed=11)
+    levels = sorted(iid.mask_levels(64))
+    assert not all(i / 64 <= t < (i + 1) / 64 for i, t in enumerate(levels))
 
 
 def test_ar_loss_is_next_token_prediction_under_a_causal_mask() -> None:

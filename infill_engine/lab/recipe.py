@@ -84,6 +84,7 @@ class Schedule:
     max_extra: int = 48
     end_pad_weight: float = 0.2
     oracle_fraction: float = 0.25
+    stratified_t: bool = True  # one mask level per stratum of the batch (MDLM); False: iid U(0,1)
     checkpoint_minutes: float = 5.0
     threads: int = 2
 

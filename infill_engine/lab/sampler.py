@@ -145,6 +145,8 @@ class Sampler:
         """Stratified t for one batch (MDLM's low-discrepancy sampler): one uniform offset u,
         t_i = (i + u) / size, shuffled. Every batch spans (0, 1) evenly, so the 1/t weights of a
         few small-t rows cannot dominate one batch and starve the next."""
+        if not self.t.stratified_t:
+            return [max(self.rng.random(), 1e-3) for _ in range(size)]
         u = self.rng.random()
         levels = [max((i + u) / size, 1e-3) for i in range(size)]
         self.rng.shuffle(levels)
