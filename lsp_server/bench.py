@@ -73,7 +73,7 @@ async def run(n: int, sample: Path, settings: dict[str, Any], server: list[str])
     while (s := await status())["state"] not in ("ready", "failed"):
         await asyncio.sleep(0.05)
     if s["state"] == "failed":
-        raise SystemExit(f"bench-lsp: the model failed to load: {s['error']}")
+        raise RuntimeError(f"the model failed to load: {s['error']}")
     load_s = time.perf_counter() - t_load
     text = sample.read_text()
     uri = sample.resolve().as_uri()
@@ -170,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     settings = {"model": a.model, "device": a.device, "debounceMs": 0, "candidates": 1}
     server = [sys.executable, "-m", "lsp_server", "--log-level", "WARNING"]
-    out = asyncio.run(run(a.requests, a.sample, settings, server))
+    try:
+        out = asyncio.run(run(a.requests, a.sample, settings, server))
+    except (OSError, RuntimeError) as e:
+        print(f"bench-lsp: {e}", file=sys.stderr)
+        return 2
     if a.json:
         print(json.dumps(out))
         return 0
