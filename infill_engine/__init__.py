@@ -65,4 +65,5 @@ def load(
         loaded.end_ids,
         family=loaded.family.name,
         path=loaded.path,
+        threshold=loaded.threshold,
     )

@@ -37,7 +37,7 @@ def fill(argv: list[str]) -> int:
     ap.add_argument("--qwen2-diffusion", action="store_true")
     ap.add_argument("--span", default="auto", help="tokens, or auto")
     ap.add_argument("--decode", choices=DECODE_POLICIES, default="threshold")
-    ap.add_argument("--threshold", type=float, default=0.9)
+    ap.add_argument("--threshold", type=float, default=None, help="τ; default: the model's")
     ap.add_argument("--cache", choices=CACHE_MODES, default="dual")
     ap.add_argument("--block-size", type=int, default=32)
     ap.add_argument("--min-tokens", type=int, default=1, help="hold end tokens off this long")

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from .models import DiffusionTransformer
-from .params import InfillParams, InfillResult
+from .params import DEFAULT_THRESHOLD, InfillParams, InfillResult
 from .runner import BlockRunner, Observer, Row
 
 DEFAULT_PARAMS = InfillParams()
@@ -69,6 +69,7 @@ class Engine:
         end_ids: Sequence[int],
         family: str = "dream",
         path: Path | None = None,
+        threshold: float | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -79,6 +80,8 @@ class Engine:
         self.end_ids = tuple(end_ids)
         self.family = family
         self.path = path
+        # τ for requests that leave it to the model (InfillParams.threshold None)
+        self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
         self.args = model.args
         self.runner = BlockRunner(model, mask_id, self.end_ids)
         self._lock = threading.Lock()  # one decode loop at a time on this model
@@ -205,6 +208,8 @@ class Engine:
         if span > limit:
             raise ValueError(f"span {span} exceeds the model's {limit} positions")
         prefix, suffix = fit_context(prefix, suffix, limit - span)
+        if params.threshold is None:
+            params = replace(params, threshold=self.threshold)
         canvas = torch.tensor(prefix + [self.mask_id] * span + suffix, dtype=torch.long)
         generator = None
         if params.temperature > 0:

@@ -40,6 +40,7 @@ class LoadedModel:
     mask_id: int
     end_ids: tuple[int, ...]
     path: Path
+    threshold: float | None = None  # the τ the directory recommends (generation_config.json)
 
 
 def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
@@ -90,6 +91,24 @@ def read_config(path: Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise ModelLoadError(f"{file}: expected a JSON object")
     return config
+
+
+def read_threshold(path: Path) -> float | None:
+    """The confidence threshold τ a model dir recommends: `threshold` in generation_config.json,
+    where Hugging Face directories keep their decoding defaults. None when it names none."""
+    file = path / "generation_config.json"
+    if not file.is_file():
+        return None
+    try:
+        gen = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelLoadError(f"{file}: not valid JSON ({e})") from e
+    tau = gen.get("threshold") if isinstance(gen, dict) else None
+    if tau is None:
+        return None
+    if isinstance(tau, bool) or not isinstance(tau, int | float) or not 0 < tau <= 1:
+        raise ModelLoadError(f"{file}: threshold must be a number in (0, 1], got {tau!r}")
+    return float(tau)
 
 
 def pick_family(config: dict[str, Any], qwen2_as_diffusion: bool = False) -> Family:
@@ -239,4 +258,5 @@ def load_model_dir(
     state = load_weights(path, family, skeleton, dtype)
     tokenizer = load_tokenizer(path) if with_tokenizer else None
     mask_id, end_ids = special_ids(config, family, tokenizer, args.vocab_size)
-    return LoadedModel(build_model(args, state, device), family, tokenizer, mask_id, end_ids, path)
+    model_ = build_model(args, state, device)
+    return LoadedModel(model_, family, tokenizer, mask_id, end_ids, path, read_threshold(path))

@@ -16,6 +16,7 @@ StopReason = Literal["end_token", "span_full", "cancelled", "syntax"]
 
 DECODE_POLICIES: tuple[str, ...] = ("threshold", "factor", "fixed")
 CACHE_MODES: tuple[str, ...] = ("dual", "prefix", "none")
+DEFAULT_THRESHOLD = 0.9  # Fast-dLLM's τ, for models that recommend none
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,9 @@ class InfillParams:
     max_span: int = 512
     block_size: int = 32  # positions decoded together, left to right (semi-autoregressive)
     decode: DecodePolicy = "threshold"
-    threshold: float = 0.9  # tau for "threshold": commit every position with p_top1 >= tau
+    # tau for "threshold": commit every position with p_top1 >= tau. None: the tau the model
+    # directory recommends (generation_config.json), else DEFAULT_THRESHOLD.
+    threshold: float | None = None
     factor: float = 1.0  # f for "factor": commit the top n while (n+1)(1 - p_n) < f
     steps_per_block: int | None = None  # "fixed": steps per block; None = one token per step
     cache: CacheMode = "dual"
@@ -52,7 +55,9 @@ class InfillParams:
             raise ValueError(f"decode must be one of {DECODE_POLICIES}, got {self.decode!r}")
         if self.cache not in CACHE_MODES:
             raise ValueError(f"cache must be one of {CACHE_MODES}, got {self.cache!r}")
-        if not (isinstance(self.threshold, int | float) and math.isfinite(self.threshold)):
+        if self.threshold is not None and not (
+            isinstance(self.threshold, int | float) and math.isfinite(self.threshold)
+        ):
             raise ValueError(f"threshold must be a finite number, got {self.threshold!r}")
         if not (self.factor > 0 and math.isfinite(self.factor)):
             raise ValueError(f"factor must be a positive finite number, got {self.factor!r}")

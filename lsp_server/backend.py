@@ -92,6 +92,7 @@ class Backend:
             "device": str(e.device) if e else None,
             "dtype": str(e.dtype).removeprefix("torch.") if e else None,
             "family": e.family if e else None,
+            "model_threshold": e.threshold if e else None,  # τ when decode.threshold is null
             **counters,
         }
 

@@ -26,7 +26,7 @@ class EngineOptions:
 @dataclass(frozen=True)
 class DecodeOptions:
     policy: str = "threshold"
-    threshold: float = 0.9
+    threshold: float | None = None  # None: the τ the model recommends (else 0.9)
     block_size: int = 32
     max_span: int = 128  # the largest span the server asks for (tokens)
     span: int | None = None  # a fixed span length; None = planned per request
@@ -100,6 +100,13 @@ def _float_in(lo: float, hi: float) -> Callable[[Any], float]:
     return check
 
 
+def _or_none(check: Callable[[Any], float]) -> Callable[[Any], float | None]:
+    def maybe(v: Any) -> float | None:
+        return None if v is None else check(v)
+
+    return maybe
+
+
 def _policy(v: Any) -> str:
     if v not in DECODE_POLICIES:
         raise ValueError(f"must be one of {', '.join(DECODE_POLICIES)}")
@@ -129,7 +136,7 @@ _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("engine", "dtype", "dtype", _text),
     ("engine", "address", "engineAddress", _optional_text),
     ("decode", "policy", "decode.policy", _policy),
-    ("decode", "threshold", "decode.threshold", _float_in(0.0, 1.0)),
+    ("decode", "threshold", "decode.threshold", _or_none(_float_in(0.0, 1.0))),
     ("decode", "block_size", "decode.blockSize", _int_in(1, 512)),
     ("decode", "max_span", "decode.maxSpan", _int_in(1, 512)),
     ("decode", "span", "decode.span", _span),

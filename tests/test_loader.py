@@ -104,3 +104,25 @@ def test_bad_json(tmp_path: Path) -> None:
 def test_params_validate(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         InfillParams(**kwargs)  # type: ignore[arg-type]
+
+
+def test_generation_config_threshold_is_the_default_tau(tmp_path: Path) -> None:
+    make_dream(tmp_path)
+    assert load(str(tmp_path), device="cpu").threshold == 0.9  # none recommended
+    (tmp_path / "generation_config.json").write_text(json.dumps({"threshold": 1e-6}))
+    engine = load(str(tmp_path), device="cpu")
+    assert engine.threshold == 1e-6
+    prefix, suffix = engine.encode("def add(a, b):\n"), engine.encode("\n")
+    # τ ~ 0 commits every position of a block in one step; an explicit τ = 1.0 one per step
+    model_default = InfillParams(span=8, block_size=8, cache="none")
+    explicit = InfillParams(span=8, block_size=8, cache="none", threshold=1.0)
+    fast, slow = engine.infill_ids(
+        [(prefix, suffix, 8, model_default, None), (prefix, suffix, 8, explicit, None)]
+    )
+    assert fast.nfe == 1 and slow.nfe == 8
+    for bad in ("0", "1.5", "true", "{"):
+        (tmp_path / "generation_config.json").write_text(
+            bad if bad == "{" else json.dumps({"threshold": json.loads(bad)})
+        )
+        with pytest.raises(ModelLoadError, match="generation_config.json"):
+            load(str(tmp_path), device="cpu")

@@ -26,6 +26,10 @@ def test_options_defaults_and_partial_updates() -> None:
     later, errors = parse_options({"decode": {"blockSize": 8}}, base=opts)
     assert errors == [] and later.decode.block_size == 8 and later.decode.threshold == 0.5
     assert describe(Options())["decode.maxSpan"] == 128
+    # null hands τ back to the model's recommendation
+    assert describe(Options())["decode.threshold"] is None
+    back, errors = parse_options({"decode": {"threshold": None}}, base=opts)
+    assert errors == [] and back.decode.threshold is None
 
 
 @pytest.mark.parametrize(

@@ -118,7 +118,7 @@ class EvalConfig:
     bodies: int = 40  # held-out function-body holes
     windows: int = 64  # held-out windows per mask ratio
     seq_len: int = 128
-    threshold: float = 0.9  # τ of the threshold decode
+    threshold: float | None = None  # τ of the threshold decode; None: the model's
     seed: int = 0
     timeout: float = 10.0  # seconds per sandboxed program
     ar_baseline: str | None = None  # a model dir trained with --objective ar
@@ -130,7 +130,7 @@ class EvalConfig:
         for f in ("lines", "bodies", "windows"):
             if getattr(self, f) < 0:
                 raise ValueError(f"{f} must be >= 0, got {getattr(self, f)}")
-        if not 0.0 < self.threshold <= 1.0:
+        if self.threshold is not None and not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
 
 
@@ -235,7 +235,7 @@ def _vocab(engine: Any) -> dict[str, int] | None:
     return None if engine.tokenizer is None else dict(engine.tokenizer.get_vocab())
 
 
-def _params(span: int, threshold: float) -> Any:
+def _params(span: int, threshold: float | None) -> Any:
     from .. import InfillParams
 
     return InfillParams(
@@ -247,7 +247,7 @@ def exact_match(
     engine: Any,
     triples: Sequence[tuple[str, str, str]],
     span: int | None,
-    threshold: float,
+    threshold: float | None,
 ) -> PassStats:
     """Fills each (prefix, middle, suffix) hole; span None = the middle's own token length."""
     stats = PassStats()
@@ -281,7 +281,8 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     t0 = time.monotonic()
     engine = load(cfg.model)
     texts = heldout_texts()
-    report: dict[str, Any] = {"model": cfg.model, "seed": cfg.seed, "threshold": cfg.threshold}
+    tau = engine.threshold if cfg.threshold is None else cfg.threshold
+    report: dict[str, Any] = {"model": cfg.model, "seed": cfg.seed, "threshold": tau}
     windows = sample_windows(engine, texts, cfg.windows, cfg.seq_len, cfg.seed)
     mode = corpus_mode(engine)
     acc: dict[str, dict[str, float]] = {}
@@ -416,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bodies", type=int, default=d.bodies, help="held-out function-body holes")
     ap.add_argument("--windows", type=int, default=d.windows, help="held-out windows per ratio")
     ap.add_argument("--seq-len", type=int, default=d.seq_len)
-    ap.add_argument("--threshold", type=float, default=d.threshold, help="τ of the decode")
+    ap.add_argument("--threshold", type=float, default=d.threshold, help="τ; default: the model's")
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--timeout", type=float, default=d.timeout, help="seconds per program")
     ap.add_argument("--ar-baseline", default=None, help="an AR-trained model dir to compare")
