@@ -124,5 +124,5 @@ def test_generation_config_threshold_is_the_default_tau(tmp_path: Path) -> None:
         (tmp_path / "generation_config.json").write_text(
             bad if bad == "{" else json.dumps({"threshold": json.loads(bad)})
         )
-        with pytest.raises(ModelLoadError, match="generation_config.json"):
+        with pytest.raises(ModelLoadError, match=r"generation_config\.json"):
             load(str(tmp_path), device="cpu")
