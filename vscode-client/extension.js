@@ -131,7 +131,9 @@ async function restart() {
 }
 
 async function activate(context) {
-  outputChannel = vscode.window.createOutputChannel('dLLM Infill');
+  // vscode-languageclient 10 logs through a LogOutputChannel (error/info/onDidChangeLogLevel);
+  // a plain channel makes the client fail to start.
+  outputChannel = vscode.window.createOutputChannel('dLLM Infill', { log: true });
   context.subscriptions.push(outputChannel);
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((event) => {
