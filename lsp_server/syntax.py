@@ -56,11 +56,10 @@ def function_body(text: str, offset: int, language_id: str) -> BodyHole | None:
     kinds = FUNCTION_NODES.get(language_id)
     if parser is None or kinds is None:
         return None
-    data = text.encode("utf-8")
-    byte = positions.byte_offset(text, offset)
-    node: Node | None = parser.parse(data).root_node.descendant_for_byte_range(byte, byte)
-    while node is not None and node.type not in kinds:
-        node = node.parent
+    root = parser.parse(text.encode("utf-8")).root_node
+    node = _enclosing(root, positions.byte_offset(text, offset), kinds)
+    if node is None:
+        node = _function_above_blank_line(text, offset, root, kinds)
     if node is None:
         return None
     body = node.child_by_field_name("body")
@@ -85,6 +84,35 @@ def function_body(text: str, offset: int, language_id: str) -> BodyHole | None:
     end = positions.offset_from_byte(text, body.end_byte) if stmts else start
     label = name.text.decode("utf-8", "replace") if name is not None and name.text else "?"
     return BodyHole(start, end, indent, label)
+
+
+def _enclosing(root: Node, byte: int, kinds: frozenset[str]) -> Node | None:
+    node: Node | None = root.descendant_for_byte_range(byte, byte)
+    while node is not None and node.type not in kinds:
+        node = node.parent
+    return node
+
+
+def _function_above_blank_line(
+    text: str, offset: int, root: Node, kinds: frozenset[str]
+) -> Node | None:
+    """On a blank line below a function, indented deeper than its `def`: that function. The
+    tree ends a function at its last statement, but an editor's cursor sits on the empty body
+    line below it, where the user is about to write."""
+    start, end = positions.line_at(text, offset)
+    line = text[start:end]
+    if line.strip():
+        return None
+    column = len(line.expandtabs(8))
+    before = len(text[:start].rstrip())
+    if column == 0 or before == 0:
+        return None
+    node = _enclosing(root, positions.byte_offset(text, before - 1), kinds)
+    while node is not None and node.start_point.column >= column:
+        node = node.parent  # the next function out
+        while node is not None and node.type not in kinds:
+            node = node.parent
+    return node
 
 
 def _is_docstring(node: Node) -> bool:

@@ -131,3 +131,17 @@ def test_fit_syntax_refuses_a_fill_that_breaks_the_document() -> None:
     # a window that does not parse on its own: the fill may fix it, never make it worse
     broken = Context("x = (1 +\n", "\ny = 2\n", 0, 0)
     assert fit_syntax(broken, "2)", "python") == "2)"
+
+
+def test_function_body_from_the_blank_body_line_below_it() -> None:
+    doc = 'def greet(name):\n    """Return a greeting."""\n    \n\n\nprint(greet("w"))\n'
+    cursor = doc.index('."""\n') + len('."""\n') + 4  # end of the indented blank line
+    hole = syntax.function_body(doc, cursor, "python")
+    assert hole is not None and hole.name == "greet" and hole.start == hole.end
+    # a method: the blank line at method depth is the method's, at class depth it is not
+    cls = "class A:\n    def m(self):\n        x = 1\n        \n    \n"
+    inner = syntax.function_body(cls, cls.index("x = 1") + 14, "python")
+    assert inner is not None and inner.name == "m"
+    assert syntax.function_body(cls, len(cls) - 1, "python") is None
+    # column 0 below a function is module level
+    assert syntax.function_body("def f():\n    return 1\n\n", 23, "python") is None
