@@ -12,7 +12,9 @@
 5. Trailing whitespace is dropped (`trim_trailing_blank`), except for the trailing spaces of a
    fill whose suffix goes on with a non-space character on the same line: there the space
    separates the fill from that character.
-6. An empty or whitespace-only result is None: nothing to show.
+6. No doubled space: after code that ends in a space on the cursor line (`return `), the
+   completion's leading spaces are dropped; the prefix already has the separator.
+7. An empty or whitespace-only result is None: nothing to show.
 """
 
 from __future__ import annotations
@@ -187,6 +189,13 @@ def _trim(completion: str, suffix: str) -> str:
     return trim_trailing_blank(completion)
 
 
+def _no_doubled_space(text: str, prefix: str) -> str:
+    cursor_line = _lf(prefix[-_INDENT_WINDOW:]).rsplit("\n", 1)[-1]
+    if cursor_line.strip() and cursor_line[-1:] in (" ", "\t"):
+        return text.lstrip(" \t") if not text.startswith(("\n", "\r")) else text
+    return text
+
+
 def _model_indent(completion: str, prefix: str) -> Indent:
     cursor_line = _lf(prefix[-_INDENT_WINDOW:]).rsplit("\n", 1)[-1]
     return detect_indent(cursor_line + completion)
@@ -210,6 +219,7 @@ def postprocess(
     text = reindent(text, source, detect_indent(nearby, default=source))
     lf_suffix = _lf(suffix)
     text = _trim(drop_suffix_overlap(text, lf_suffix), lf_suffix)
+    text = _no_doubled_space(text, prefix)
     if not text.strip():
         return None
     eol = _line_ending(prefix[-_WINDOW:] + suffix[:_WINDOW])

@@ -216,3 +216,10 @@ def test_postprocess_never_returns_blank_or_adds_a_line_mid_line(
     assert out is None or out.strip()
     if out is not None and suffix.split("\n", 1)[0].strip():
         assert "\n" not in out
+
+
+def test_no_doubled_space_after_code_that_ends_in_a_space() -> None:
+    assert postprocess(" self", "def f(self):\n    return ", "\n") == "self"
+    assert postprocess("\t+ 1", "x = a ", "\n") == "+ 1"
+    # without a trailing space in the prefix, the model's space is the separator
+    assert postprocess(" self", "def f(self):\n    return", "\n") == " self"
