@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="serve on TCP")
     ap.add_argument("--token", help="TCP: the secret clients send (default: $DLLM_LS_TOKEN)")
     ap.add_argument("--allow-remote", action="store_true", help="TCP: allow a non-loopback host")
-    ap.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    # WARNING: editors show stderr in their logs, and pygls logs every message at INFO
+    ap.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     ap.add_argument("--version", action="version", version=f"dllm-infill-ls {VERSION}")
     a = ap.parse_args(argv)
     # stdout carries the protocol in stdio mode: every log line goes to stderr.
