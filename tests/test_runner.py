@@ -236,3 +236,35 @@ def test_refine_repredicts_only_the_least_likely_tokens(dream_engine: Engine) ->
     assert r.changed == sum(a != b for a, b in zip(ids, r.token_ids, strict=True)) <= n
     with pytest.raises(ValueError, match="empty"):
         dream_engine.refine(PREFIX, "", SUFFIX)
+
+
+@pytest.mark.parametrize("cache", ["dual", "prefix"])
+def test_window_passes_recompute_only_what_the_cache_mode_says(
+    dream_engine: Engine, cache: str
+) -> None:
+    """Dual recomputes exactly the block plus the shift column and keeps the suffix frozen;
+    prefix recomputes from the block to the end of the canvas."""
+    widths: list[tuple[int, int]] = []  # (tokens in the pass, first position)
+
+    def hook(_m: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: torch.Tensor) -> None:
+        store = kwargs.get("store")
+        if store is not None and type(store).__name__ != "_Refresh":
+            widths.append((int(args[0].shape[1]), int(args[1][0, 0])))
+
+    handle = dream_engine.model.register_forward_hook(hook, with_kwargs=True)
+    try:
+        params = InfillParams(span=16, block_size=8, cache=cache, threshold=2.0)
+        r = dream_engine.infill(PREFIX, SUFFIX, params)
+    finally:
+        handle.remove()
+    assert widths and len(widths) == r.nfe_block
+    n_prefix, n_suffix = len(dream_engine.encode(PREFIX)), len(dream_engine.encode(SUFFIX))
+    length = n_prefix + 16 + n_suffix
+    shift = dream_engine.args.logits_shift
+    for width, first in widths:
+        block_start = first + shift
+        assert (block_start - n_prefix) % 8 == 0  # a block boundary of the span
+        if cache == "dual":
+            assert width == 8 + shift
+        else:
+            assert width == length - block_start + shift
