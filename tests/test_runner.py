@@ -268,3 +268,37 @@ def test_window_passes_recompute_only_what_the_cache_mode_says(
             assert width == 8 + shift
         else:
             assert width == length - block_start + shift
+
+
+def test_window_pass_writes_the_fresh_block_kv_into_the_cache(dream_engine: Engine) -> None:
+    """After each dual window pass, the cache holds the K/V of the block's current tokens at
+    the first layer (which depends on nothing else): a window that never wrote them would leave
+    the K/V of the masks from the block's refresh."""
+    diffs: list[float] = []
+
+    def hook(_m: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: torch.Tensor) -> None:
+        store = kwargs.get("store")
+        if store is None or type(store).__name__ != "_Window":
+            return
+        ids, positions = args[0], args[1]
+        fresh = KVCache(dream_engine.args.num_layers, ids.shape[0], ids.shape[1])
+        handle.remove()
+        dream_engine.model(ids, positions, store=fresh.refresh())
+        reattach()
+        written = store.slots[0] < store.cache.length
+        got = store.cache.k[0][0][:, store.slots[0][written]]
+        want = fresh.k[0][0][:, : ids.shape[1]][:, written]
+        diffs.append((got - want).abs().max().item())
+
+    def reattach() -> None:
+        nonlocal handle
+        handle = dream_engine.model.register_forward_hook(hook, with_kwargs=True)
+
+    handle = dream_engine.model.register_forward_hook(hook, with_kwargs=True)
+    try:
+        params = InfillParams(span=16, block_size=8, cache="dual", threshold=2.0)
+        r = dream_engine.infill(PREFIX, SUFFIX, params)
+    finally:
+        handle.remove()
+    assert len(diffs) == r.nfe_block > 0
+    assert max(diffs) <= 1e-5
