@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -75,11 +76,18 @@ def test_window_pass_on_unchanged_canvas_equals_full_pass(
 
 
 def test_no_cache_means_every_step_is_full(dream_engine: Engine) -> None:
-    r = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=16, block_size=8, cache="none"))
-    assert r.nfe_block == 0 and r.nfe_full >= 2
-    d = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=16, block_size=8, cache="dual"))
-    assert d.nfe_full == 2  # one refresh per block
-    assert d.nfe_full + d.nfe_block == r.nfe_full  # same commits per step on this model
+    # τ = 2: one commit per step, whatever the confidences
+    one = InfillParams(span=16, block_size=8, threshold=2.0, cache="none")
+    r = dream_engine.infill(PREFIX, SUFFIX, one)
+    assert r.nfe_block == 0 and r.nfe_full == r.tokens >= 2  # one full pass per commit
+    # the fixed schedule also commits the most confident position per step: the same tokens
+    f = dream_engine.infill(
+        PREFIX, SUFFIX, InfillParams(span=16, block_size=8, decode="fixed", cache="none")
+    )
+    assert f.token_ids == r.token_ids and f.nfe_full == r.nfe_full
+    d = dream_engine.infill(PREFIX, SUFFIX, replace(one, cache="dual"))
+    blocks = (d.tokens + 7) // 8
+    assert d.nfe_full == blocks and d.nfe_full + d.nfe_block == d.tokens  # a refresh per block
 
 
 def test_threshold_above_one_commits_one_token_per_step(dream_engine: Engine) -> None:
