@@ -95,3 +95,31 @@ def test_fixed_schedule_spreads_evenly() -> None:
     assert fixed_k(7, 4, 8, 0) == 2 and fixed_k(5, 4, 8, 1) == 2 and fixed_k(1, 4, 8, 3) == 1
     assert fixed_k(3, None, 8, 0) == 1  # default: one per step over the block
     assert fixed_k(3, 2, 8, 5) == 3  # past the schedule: finish the block
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    conf=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=24),
+    masked_bits=st.lists(st.booleans(), min_size=24, max_size=24),
+    factor=st.floats(0.05, 1.0),
+)
+def test_factor_commits_only_sets_that_meet_the_theorem_condition(
+    conf: list[float], masked_bits: list[bool], factor: float
+) -> None:
+    """Fast-dLLM's factor rule with f <= 1 claims Theorem 1's condition for what it commits:
+    every committed set of n > 1 positions has (n + 1) * max(1 - p) < f <= 1."""
+    c = torch.tensor(conf, dtype=torch.float64)
+    masked = torch.tensor(masked_bits[: len(conf)])
+    assume(bool(masked.any()))
+    pick = select_factor(c, masked, factor)
+    assert bool((pick <= masked).all())  # only masked positions
+    n = int(pick.sum())
+    assert n >= 1
+    if n > 1:
+        assert (n + 1) * float((1 - c[pick]).max()) < factor
+    # and it is maximal: the next most confident masked position would break the bound
+    rest = c.masked_fill(~masked | pick, -1.0)
+    if bool((rest >= 0).any()):
+        nxt = float(rest.max())
+        worst = max(float((1 - c[pick]).max()), 1 - nxt)
+        assert (n + 2) * worst >= factor
