@@ -12,12 +12,14 @@ import secrets
 import sys
 
 from .server import VERSION, build_server
+from .tcp import serve_tcp
 
 
 def _host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    host = host.strip("[]")  # "[::1]:PORT" names the IPv6 loopback
     return host or "127.0.0.1", int(port)
 
 
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if not token:
         token = secrets.token_urlsafe(16)
         print(f"dllm-infill-ls: token {token}", file=sys.stderr, flush=True)
-    build_server(token=token).start_tcp(host, port)
+    serve_tcp(build_server(), host, port, token)
     return 0
 
 

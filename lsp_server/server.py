@@ -50,14 +50,13 @@ class Protocol(LanguageServerProtocol):
 
 
 class DllmServer(LanguageServer):
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self) -> None:
         super().__init__(
             "dllm-infill-ls",
             VERSION,
             protocol_cls=Protocol,
             text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
         )
-        self.required_token = token  # set on TCP: initialize must carry it
         self.options = Options()
         self.backend = Backend(self.log)
         self.completer = Completer(self.backend, self.log)
@@ -164,18 +163,14 @@ class DllmServer(LanguageServer):
         return {"applied": bool(result.applied), "message": edit.what, "text": edit.text}
 
 
-def build_server(token: str | None = None) -> DllmServer:
-    server = DllmServer(token)
+def build_server() -> DllmServer:
+    """The server with its handlers. Over TCP, tcp.serve_tcp checks the token before any frame
+    reaches it."""
+    server = DllmServer()
 
     @server.feature(lsp.INITIALIZE)
     def initialize(ls: DllmServer, params: lsp.InitializeParams) -> None:
-        raw = params.initialization_options
-        if ls.required_token is not None:
-            sent = raw.get("token") if isinstance(raw, dict) else None
-            if sent != ls.required_token:
-                asyncio.get_running_loop().call_later(0.2, ls.shutdown)
-                raise PermissionError("this server needs initializationOptions.token")
-        ls.apply_settings(raw, initial=True)
+        ls.apply_settings(params.initialization_options, initial=True)
 
     @server.feature(lsp.INITIALIZED)
     def initialized(ls: DllmServer, params: lsp.InitializedParams) -> None:
