@@ -22,7 +22,10 @@ def init_params(
 ) -> lsp.InitializeParams:
     caps = lsp.ClientCapabilities(
         general=lsp.GeneralClientCapabilities(
-            position_encodings=[lsp.PositionEncodingKind(e) for e in encodings or ["utf-16"]]
+            position_encodings=[
+                lsp.PositionEncodingKind(e)
+                for e in (["utf-16"] if encodings is None else encodings)
+            ]
         ),
         window=lsp.WindowClientCapabilities(work_done_progress=progress),
         workspace=lsp.WorkspaceClientCapabilities(
