@@ -123,3 +123,19 @@ def test_factor_commits_only_sets_that_meet_the_theorem_condition(
         nxt = float(rest.max())
         worst = max(float((1 - c[pick]).max()), 1 - nxt)
         assert (n + 2) * worst >= factor
+
+
+def test_top_p_keeps_only_the_nucleus() -> None:
+    from infill_engine.decode import propose
+
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    gen = torch.Generator().manual_seed(0)
+    # a nucleus of mass 0.5 holds only the top token: sampling is then greedy
+    picks = {int(propose(logits, 1.0, 0.5, gen)[0]) for _ in range(50)}
+    assert picks == {0}
+    # mass 0.8 admits the top two, never the tail
+    picks = {int(propose(logits, 1.0, 0.8, gen)[0]) for _ in range(200)}
+    assert picks == {0, 1}
+    # confidence is the renormalised probability of the sampled token
+    token, conf = propose(logits, 1.0, 0.8, gen)
+    assert abs(float(conf[0]) - [0.625, 0.375][int(token[0])]) < 1e-5

@@ -126,3 +126,26 @@ def test_generation_config_threshold_is_the_default_tau(tmp_path: Path) -> None:
         )
         with pytest.raises(ModelLoadError, match=r"generation_config\.json"):
             load(str(tmp_path), device="cpu")
+
+
+def test_llada_counts_its_end_of_turn_token_as_an_end() -> None:
+    from infill_engine.loader import special_ids
+    from infill_engine.models.llada import LLADA
+
+    mask, ends = special_ids({"eos_token_id": 126081}, LLADA, None, 126464)
+    assert mask == 126336 and set(ends) == {126081, 126348}
+    # an id outside the vocabulary is dropped, never used
+    _, small = special_ids({"eos_token_id": 5, "mask_token_id": 1}, LLADA, None, 320)
+    assert small == (5,)
+
+
+def test_device_auto_picks_cuda_only_when_present() -> None:
+    from infill_engine import pick_device
+
+    dev, dtype = pick_device("auto")
+    if torch.cuda.is_available():
+        assert dev.type == "cuda" and dtype == torch.bfloat16
+    else:
+        assert dev.type == "cpu" and dtype == torch.float32
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            pick_device("cuda")

@@ -310,3 +310,21 @@ def test_window_pass_writes_the_fresh_block_kv_into_the_cache(dream_engine: Engi
         handle.remove()
     assert len(diffs) == r.nfe_block > 0
     assert max(diffs) <= 1e-5
+
+
+def test_the_mask_token_is_never_a_prediction(dream_engine: Engine) -> None:
+    from conftest import MASK_ID
+
+    old = dream_engine.model.lm_head
+    new = torch.nn.Linear(old.in_features, old.out_features, bias=True)
+    with torch.no_grad():
+        new.weight.copy_(old.weight)
+        new.bias.zero_()
+        new.bias[MASK_ID] = 50.0  # the model's favourite token everywhere
+    dream_engine.model.lm_head = new
+    try:
+        r = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=12, block_size=4, cache="dual"))
+    finally:
+        dream_engine.model.lm_head = old
+    assert r.stop_reason in ("span_full", "end_token") and MASK_ID not in r.token_ids
+    assert r.tokens >= 1
