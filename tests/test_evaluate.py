@@ -105,3 +105,40 @@ def test_heldout_bodies_are_function_statements_after_the_docstring() -> None:
     assert middles == ["        y = 1\n        return y\n", "    x = a + b\n    return x\n"]
     for prefix, middle, suffix in bodies:
         assert prefix + middle + suffix == text
+
+
+def test_sandbox_limits_bite() -> None:
+    # memory: 1 GiB address space, so a 2 GiB allocation fails
+    assert not run_sandboxed("x = bytearray(2 << 30)\n")
+    assert run_sandboxed("x = bytearray(1 << 20)\n")
+    # file size: 4 MiB per file
+    assert not run_sandboxed("open('big', 'wb').write(b'x' * (8 << 20))\n")
+    assert run_sandboxed("open('small', 'wb').write(b'x' * (1 << 20))\n")
+
+
+class _Oracle:
+    """Scores the true token of each window position with certainty (and so is always right),
+    or with `wrong` a fixed token everywhere."""
+
+    mask_id = 1
+
+    def __init__(self, truth: torch.Tensor, wrong: int | None = None) -> None:
+        self.truth, self.wrong = truth, wrong
+
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(1, ids.shape[1], 16)
+        row = next(t for t in self.truth if bool(((ids[0] == t) | (ids[0] == 1)).all()))
+        target = row if self.wrong is None else torch.full_like(row, self.wrong)
+        out[0, torch.arange(ids.shape[1]), target] = 1.0
+        return out
+
+
+def test_masked_accuracy_arithmetic() -> None:
+    from infill_engine.lab.evaluate import masked_accuracy
+
+    windows = torch.tensor([[2, 3, 4, 5, 6, 7], [8, 9, 10, 11, 12, 2]])
+    pos = mask_positions(windows, 0.5, seed=3)
+    assert masked_accuracy(_Oracle(windows), windows, pos) == 1.0
+    # a model that always says 2 is right exactly where the truth is 2
+    want = int((windows.gather(1, pos) == 2).sum()) / pos.numel()
+    assert masked_accuracy(_Oracle(windows, wrong=2), windows, pos) == want
