@@ -34,7 +34,8 @@ def tiny_config(**train: object) -> TrainConfig:
         num_key_value_heads=1,
         max_position_embeddings=128,
     )
-    d["train"].update(seq_len=48, batch_size=4, steps=3, minutes=2, warmup_steps=1, **train)
+    d["train"].update(seq_len=48, batch_size=4, steps=3, minutes=2, warmup_steps=1)
+    d["train"].update(train)
     return TrainConfig.from_dict(d)
 
 
@@ -227,3 +228,47 @@ def test_site_packages_source_dedups_and_never_leaks_held_out_files(
     assert len({f.text for f in train_files}) == len(train_files)
     with pytest.raises(ValueError, match="unknown corpus sources"):
         split_corpus(sources=("pypi",))
+
+
+def test_row_mix_and_loss_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    files = tiny_files()
+    tok = train_tokenizer((f.text for f in files), 320)
+    levels = [0.25, 0.5, 0.75, 1.0]
+    n = tiny_config().train.seq_len
+    # masked-diffusion rows only: weight 1/(t n), masks anywhere in the row
+    s = Sampler(files, tok, tiny_config(infill_fraction=0.0).train, seed=2)
+    monkeypatch.setattr(s, "mask_levels", lambda size: levels[:size])
+    b = s.batch(4)
+    assert torch.allclose(b.weight, torch.tensor([1 / (t * n) for t in levels]))
+    # infill rows only: weight 1/(t span), masks only inside one span of that length
+    s = Sampler(files, tok, tiny_config(infill_fraction=1.0).train, seed=2)
+    monkeypatch.setattr(s, "mask_levels", lambda size: levels[:size])
+    b = s.batch(4)
+    for t, w, masked in zip(levels, b.weight.tolist(), b.masked, strict=True):
+        span = round(1 / (w * t))
+        where = masked.nonzero().flatten()
+        assert 1 <= span <= tiny_config().train.max_span
+        assert int(where.max() - where.min()) < span
+    # the loss is the weighted sum over masked positions only
+    from infill_engine.lab.checkpoint import build_model
+    from infill_engine.lab.train import diffusion_loss, shifted_logits
+
+    torch.manual_seed(0)
+    model = build_model(tiny_config().model, tok)
+    logits = shifted_logits(model, b.ids)
+    ce = torch.nn.functional.cross_entropy(
+        logits.flatten(0, 1), b.targets.flatten(), reduction="none"
+    ).view_as(b.targets)
+    assert b.scale is not None
+    want = ((ce * b.masked * b.scale).sum(1) * b.weight).mean()
+    assert torch.allclose(diffusion_loss(model, b), want)
+
+
+@pytest.mark.parametrize("objective", ["ar", "diffusion"])
+def test_the_loss_goes_down_on_a_tiny_run(tmp_path: Path, objective: str) -> None:
+    files = tiny_files()
+    short = train(tiny_config(objective=objective, steps=1), tmp_path / "a", files=files,
+                  progress=False)  # fmt: skip
+    long = train(tiny_config(objective=objective, steps=80, lr=5e-3), tmp_path / "b",
+                 files=files, progress=False)  # fmt: skip
+    assert long["loss_ema"] < short["loss_ema"] - 0.5
