@@ -71,7 +71,7 @@ def test_sampler_is_deterministic_and_infill_spans_end_with_end_tokens() -> None
 
 
 def test_end_padding_after_the_first_end_token_weighs_less() -> None:
-    cfg = tiny_config(oracle_fraction=0.0, end_pad_weight=0.25)
+    cfg = tiny_config(oracle_fraction=0.0, end_pad_weight=0.25, first_end_weight=1.0)
     files = tiny_files()
     tok = train_tokenizer((f.text for f in files), 320)
     s = Sampler(files, tok, cfg.train, seed=5)
@@ -272,3 +272,24 @@ def test_the_loss_goes_down_on_a_tiny_run(tmp_path: Path, objective: str) -> Non
     long = train(tiny_config(objective=objective, steps=80, lr=5e-3), tmp_path / "b",
                  files=files, progress=False)  # fmt: skip
     assert long["loss_ema"] < short["loss_ema"] - 0.5
+
+
+def test_a_masked_boundary_hides_the_end_run_and_weighs_more() -> None:
+    files = tiny_files()
+    tok = train_tokenizer((f.text for f in files), 320)
+    end_id = tok.token_to_id("<|endoftext|>")
+    cfg = tiny_config(oracle_fraction=0.0, mask_end_run=True, first_end_weight=3.0)
+    s = Sampler(files, tok, cfg.train, seed=4)
+    seen = 0
+    for _ in range(40):
+        ids, masked, _, scale = s.infill(0.3)
+        heavy = [i for i, w in enumerate(scale) if w == 3.0]
+        if not heavy:
+            continue
+        (first,) = heavy
+        assert ids[first] == end_id and ids[first - 1] != end_id
+        run = range(first, first + 1 + sum(1 for w in scale[first + 1 :] if w != 1.0))
+        if masked[first]:
+            seen += 1
+            assert all(masked[i] for i in run)  # no visible end token gives the boundary away
+    assert seen > 0

@@ -83,6 +83,8 @@ class Schedule:
     max_span: int = 96
     max_extra: int = 48
     end_pad_weight: float = 0.2
+    first_end_weight: float = 1.0  # loss weight of the first end token of an infill row
+    mask_end_run: bool = False  # a masked first end token hides the end tokens after it too
     oracle_fraction: float = 0.25
     stratified_t: bool = True  # one mask level per stratum of the batch (MDLM); False: iid U(0,1)
     checkpoint_minutes: float = 5.0
@@ -97,6 +99,8 @@ class Schedule:
         for f in ("infill_fraction", "end_pad_weight", "oracle_fraction", "min_lr_ratio"):
             if not 0.0 <= float(getattr(self, f)) <= 1.0:
                 raise ValueError(f"train.{f} must be in [0, 1], got {getattr(self, f)}")
+        if self.first_end_weight <= 0:
+            raise ValueError("train.first_end_weight must be positive")
         if self.lr <= 0 or self.minutes <= 0:
             raise ValueError("train.lr and train.minutes must be positive")
 

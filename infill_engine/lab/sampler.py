@@ -131,13 +131,22 @@ class Sampler:
                 masked[i] = self.rng.random() < t
             if not any(masked[start : start + span]):
                 masked[start + self.rng.randrange(span)] = True
+            first_end = start + len(mid)
+            if self.t.mask_end_run and first_end < start + span and masked[first_end]:
+                # At inference every position after the middle is still a mask when the model
+                # must place the first end token; a visible end token right after it would give
+                # the answer away. So a masked boundary hides the whole end run.
+                for i in range(first_end, start + span):
+                    masked[i] = True
             # The first end token marks the boundary and is what the engine's end rule acts on;
             # the padding after it is trivial once the boundary is known, so it weighs less and
             # cannot teach the model that an end token is the likeliest guess anywhere in a span.
             scale = [1.0] * n
             pad = self.t.end_pad_weight
-            for i in range(start + len(mid) + 1, start + span):
+            for i in range(first_end + 1, start + span):
                 scale[i] = pad
+            if first_end < start + span:
+                scale[first_end] = self.t.first_end_weight
             return ids, masked, 1.0 / (t * span), scale
         return self.llada(t)
 

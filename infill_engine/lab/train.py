@@ -230,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=None, help="peak learning rate")
     ap.add_argument("--seq-len", type=int, default=None, help="tokens per training row")
     ap.add_argument("--batch-size", type=int, default=None, help="rows per step")
+    ap.add_argument("--infill-fraction", type=float, default=None, help="share of infill rows")
     ap.add_argument("--init", type=Path, default=None, help="continue from this model dir")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -245,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("lr", a.lr),
                 ("seq_len", a.seq_len),
                 ("batch_size", a.batch_size),
+                ("infill_fraction", a.infill_fraction),
             )
             if v is not None
         }
