@@ -189,16 +189,20 @@ def _trim(completion: str, suffix: str) -> str:
     return trim_trailing_blank(completion)
 
 
+def _cursor_line_head(prefix: str) -> str:
+    """The cursor line's text before the cursor."""
+    return _lf(prefix[-_INDENT_WINDOW:]).rsplit("\n", 1)[-1]
+
+
 def _no_doubled_space(text: str, prefix: str) -> str:
-    cursor_line = _lf(prefix[-_INDENT_WINDOW:]).rsplit("\n", 1)[-1]
+    cursor_line = _cursor_line_head(prefix)
     if cursor_line.strip() and cursor_line[-1:] in (" ", "\t"):
         return text.lstrip(" \t") if not text.startswith(("\n", "\r")) else text
     return text
 
 
 def _model_indent(completion: str, prefix: str) -> Indent:
-    cursor_line = _lf(prefix[-_INDENT_WINDOW:]).rsplit("\n", 1)[-1]
-    return detect_indent(cursor_line + completion)
+    return detect_indent(_cursor_line_head(prefix) + completion)
 
 
 def postprocess(

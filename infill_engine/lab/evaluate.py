@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from .corpus import split_corpus
+from .corpus import SourceFile, split_corpus
 from .sandbox import run_sandboxed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -205,9 +205,8 @@ def unigram_accuracy(windows: Any, positions: Any, mode: int | None) -> float:
     return correct / total if total else 0.0
 
 
-def corpus_mode(engine: Any, files: int = 200) -> int:
-    """The most frequent token of the stdlib training split (first `files` files)."""
-    train, _ = split_corpus()
+def corpus_mode(engine: Any, train: Sequence[SourceFile], files: int = 200) -> int:
+    """The most frequent token of the training split (its first `files` files)."""
     counts: Counter[int] = Counter()
     for f in train[:files]:
         counts.update(engine.encode(f.text))
@@ -280,11 +279,12 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     t0 = time.monotonic()
     engine = load(cfg.model)
-    texts = heldout_texts()
+    train, held = split_corpus()  # one walk of the stdlib for both the baseline and the holes
+    texts = [f.text for f in held]
     tau = engine.threshold if cfg.threshold is None else cfg.threshold
     report: dict[str, Any] = {"model": cfg.model, "seed": cfg.seed, "threshold": tau}
     windows = sample_windows(engine, texts, cfg.windows, cfg.seq_len, cfg.seed)
-    mode = corpus_mode(engine)
+    mode = corpus_mode(engine, train)
     acc: dict[str, dict[str, float]] = {}
     for r in MASK_RATIOS:
         pos = mask_positions(windows, r, cfg.seed)
