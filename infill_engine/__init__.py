@@ -66,4 +66,5 @@ def load(
         family=loaded.family.name,
         path=loaded.path,
         threshold=loaded.threshold,
+        reserved_ids=loaded.reserved_ids,
     )

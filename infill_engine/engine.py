@@ -70,6 +70,7 @@ class Engine:
         family: str = "dream",
         path: Path | None = None,
         threshold: float | None = None,
+        reserved_ids: Sequence[int] = (),
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -83,7 +84,8 @@ class Engine:
         # τ for requests that leave it to the model (InfillParams.threshold None)
         self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
         self.args = model.args
-        self.runner = BlockRunner(model, mask_id, self.end_ids)
+        self.reserved_ids = tuple(reserved_ids)
+        self.runner = BlockRunner(model, mask_id, self.end_ids, self.reserved_ids)
         self._lock = threading.Lock()  # one decode loop at a time on this model
 
     @property

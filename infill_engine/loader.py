@@ -41,6 +41,8 @@ class LoadedModel:
     end_ids: tuple[int, ...]
     path: Path
     threshold: float | None = None  # the τ the directory recommends (generation_config.json)
+    # ids the engine never commits: DreamOn's <|expand|>/<|delete|> where config.json names them
+    reserved_ids: tuple[int, ...] = ()
 
 
 def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
@@ -228,6 +230,12 @@ def special_ids(
     return int(mask_id), tuple(ends)
 
 
+def reserved_ids(config: dict[str, Any], vocab: int) -> tuple[int, ...]:
+    """DreamOn's `expand_token_id` / `delete_token_id`: control tokens, never text."""
+    ids = [config.get("expand_token_id"), config.get("delete_token_id")]
+    return tuple(int(i) for i in ids if isinstance(i, int) and 0 <= i < vocab)
+
+
 def build_model(
     args: ModelArgs, state: dict[str, Tensor], device: torch.device
 ) -> DiffusionTransformer:
@@ -259,4 +267,13 @@ def load_model_dir(
     tokenizer = load_tokenizer(path) if with_tokenizer else None
     mask_id, end_ids = special_ids(config, family, tokenizer, args.vocab_size)
     model_ = build_model(args, state, device)
-    return LoadedModel(model_, family, tokenizer, mask_id, end_ids, path, read_threshold(path))
+    return LoadedModel(
+        model_,
+        family,
+        tokenizer,
+        mask_id,
+        end_ids,
+        path,
+        read_threshold(path),
+        reserved_ids(config, args.vocab_size),
+    )

@@ -87,9 +87,12 @@ class BlockRunner:
         model: DiffusionTransformer,
         mask_id: int,
         end_ids: Sequence[int],
+        reserved_ids: Sequence[int] = (),
     ) -> None:
         self.model = model
         self.mask_id = mask_id
+        # never a prediction: the mask itself and control tokens such as DreamOn's expand/delete
+        self.never = torch.tensor(sorted({mask_id, *reserved_ids}), dtype=torch.long)
         self.end_ids = torch.tensor(sorted(set(end_ids)), dtype=torch.long)
         self.fill_id = int(end_ids[0])
         self.shift = model.args.logits_shift
@@ -196,7 +199,7 @@ class BlockRunner:
 
     # -- commits --------------------------------------------------------------------------------
     def _commit(self, rows: list[Row], logits: Tensor) -> None:
-        logits[..., self.mask_id] = -torch.inf  # the mask token is never a prediction
+        logits[..., self.never.to(logits.device)] = -torch.inf
         for row, row_logits in zip(rows, logits, strict=True):
             lo, hi = row.block_start, row.block_end
             block = row.canvas[lo:hi]

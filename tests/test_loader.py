@@ -128,6 +128,17 @@ def test_generation_config_threshold_is_the_default_tau(tmp_path: Path) -> None:
             load(str(tmp_path), device="cpu")
 
 
+def test_dreamon_control_tokens_in_config_are_reserved(tmp_path: Path) -> None:
+    make_dream(tmp_path)
+    assert load(str(tmp_path), device="cpu").reserved_ids == ()
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg.update(expand_token_id=2, delete_token_id=3)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    engine = load(str(tmp_path), device="cpu")
+    assert engine.reserved_ids == (2, 3)
+    assert load("builtin", device="cpu").reserved_ids == (2, 3)
+
+
 def test_llada_counts_its_end_of_turn_token_as_an_end() -> None:
     from infill_engine.loader import special_ids
     from infill_engine.models.llada import LLADA

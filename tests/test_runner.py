@@ -312,19 +312,34 @@ def test_window_pass_writes_the_fresh_block_kv_into_the_cache(dream_engine: Engi
     assert max(diffs) <= 1e-5
 
 
-def test_the_mask_token_is_never_a_prediction(dream_engine: Engine) -> None:
+@pytest.mark.parametrize("favourite", ["mask", "reserved"])
+def test_mask_and_control_tokens_are_never_a_prediction(
+    dream_engine: Engine, favourite: str
+) -> None:
     from conftest import MASK_ID
 
-    old = dream_engine.model.lm_head
+    # a control token (DreamOn's <|expand|>) the engine is told never to emit as text
+    banned = MASK_ID if favourite == "mask" else 7
+    engine = Engine(
+        dream_engine.model,
+        dream_engine.tokenizer,
+        dream_engine.mask_id,
+        dream_engine.end_ids,
+        reserved_ids=(7,),
+    )
+    old = engine.model.lm_head
     new = torch.nn.Linear(old.in_features, old.out_features, bias=True)
     with torch.no_grad():
         new.weight.copy_(old.weight)
         new.bias.zero_()
-        new.bias[MASK_ID] = 50.0  # the model's favourite token everywhere
-    dream_engine.model.lm_head = new
+        new.bias[banned] = 50.0  # the model's favourite token everywhere
+    engine.model.lm_head = new
     try:
-        r = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=12, block_size=4, cache="dual"))
+        r = engine.infill(PREFIX, SUFFIX, InfillParams(span=12, block_size=4, cache="dual"))
+        plain = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=12, block_size=4))
     finally:
-        dream_engine.model.lm_head = old
-    assert r.stop_reason in ("span_full", "end_token") and MASK_ID not in r.token_ids
+        engine.model.lm_head = old
+    assert r.stop_reason in ("span_full", "end_token") and banned not in r.token_ids
     assert r.tokens >= 1
+    if favourite == "reserved":  # the same model without the rule would emit it: the rule acts
+        assert 7 in plain.token_ids

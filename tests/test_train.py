@@ -293,3 +293,33 @@ def test_a_masked_boundary_hides_the_end_run_and_weighs_more() -> None:
             seen += 1
             assert all(masked[i] for i in run)  # no visible end token gives the boundary away
     assert seen > 0
+
+
+def test_expand_rows_merge_pairs_into_masked_expand_targets() -> None:
+    """DreamOn's objective: a span too short for the middle holds one masked <|expand|> per merged
+    pair, and decoding each expand as two tokens gives back the true middle."""
+    files = tiny_files()
+    tok = train_tokenizer((f.text for f in files), 320)
+    expand_id = tok.token_to_id("<|expand|>")
+    end_id = tok.token_to_id("<|endoftext|>")
+    cfg = tiny_config(expand_fraction=1.0, oracle_fraction=0.0)
+    s = Sampler(files, tok, cfg.train, seed=11)
+    seen = 0
+    for _ in range(30):
+        mid = list(range(10, 10 + s.rng.randint(2, 30)))
+        short, at = s._merge_pairs(mid)
+        assert at and all(short[i] == expand_id for i in at)
+        assert len(short) == len(mid) - len(at)
+        restored: list[int] = []
+        it = iter(mid)
+        for t in short:
+            restored += [next(it), next(it)] if t == expand_id else [next(it)]
+        assert restored == mid
+        ids, masked, _, _ = s.infill(0.2)
+        where = [i for i, t in enumerate(ids) if t == expand_id]
+        seen += bool(where)
+        assert all(masked[i] for i in where)  # never visible
+        assert end_id not in ids[where[0] : where[-1]] if where else True
+    assert seen > 0
+    with pytest.raises(ValueError, match="expand_fraction"):
+        tiny_config(expand_fraction=1.5)

@@ -85,6 +85,7 @@ class Schedule:
     end_pad_weight: float = 0.2
     first_end_weight: float = 1.0  # loss weight of the first end token of an infill row
     mask_end_run: bool = False  # a masked first end token hides the end tokens after it too
+    expand_fraction: float = 0.0  # share of infill rows whose span is too short (DreamOn expand)
     oracle_fraction: float = 0.25
     stratified_t: bool = True  # one mask level per stratum of the batch (MDLM); False: iid U(0,1)
     checkpoint_minutes: float = 5.0
@@ -96,7 +97,13 @@ class Schedule:
         for f in ("seq_len", "batch_size", "steps", "threads", "max_span"):
             if int(getattr(self, f)) < 1:
                 raise ValueError(f"train.{f} must be positive, got {getattr(self, f)}")
-        for f in ("infill_fraction", "end_pad_weight", "oracle_fraction", "min_lr_ratio"):
+        for f in (
+            "infill_fraction",
+            "end_pad_weight",
+            "oracle_fraction",
+            "min_lr_ratio",
+            "expand_fraction",
+        ):
             if not 0.0 <= float(getattr(self, f)) <= 1.0:
                 raise ValueError(f"train.{f} must be in [0, 1], got {getattr(self, f)}")
         if self.first_end_weight <= 0:

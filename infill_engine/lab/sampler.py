@@ -9,6 +9,10 @@ Three kinds of rows:
   span is a budget of len(middle) + extra tokens holding the middle followed by `<|endoftext|>`
   tokens; span positions are masked with probability t, so the model learns to end the span
   early and join the suffix.
+* DreamOn's expand rows (`expand_fraction` of the infill rows): the span is too short for the
+  middle; k disjoint pairs of adjacent middle tokens each become one masked `<|expand|>` target,
+  so the model learns to ask for room where it has none (a mask decoded as `<|expand|>` becomes
+  two masks). The end-token padding plays DreamOn's `<|delete|>` role for spans that are too long.
 
 Mask levels t are stratified across a batch (`mask_levels`), as MDLM does.
 """
@@ -23,7 +27,7 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from .checkpoint import special_ids
+from .checkpoint import dreamon_ids, special_ids
 from .corpus import SourceFile
 from .recipe import Schedule
 
@@ -58,6 +62,9 @@ class Sampler:
         self.t = sched
         self.rng = random.Random(seed)
         self.end_id, self.mask_id = special_ids(tok)
+        self.expand_id = dreamon_ids(tok).get("expand_token_id")
+        if sched.expand_fraction > 0 and self.expand_id is None:
+            raise ValueError("expand_fraction > 0 needs a tokenizer that reserves <|expand|>")
 
     def _text(self) -> str:
         i = min(bisect.bisect_left(self.cum, self.rng.random()), len(self.texts) - 1)
@@ -113,7 +120,11 @@ class Sampler:
             mid = self._encode(text[a:b])
             if not mid or len(mid) > max_span:
                 continue
-            if self.rng.random() < self.t.oracle_fraction:
+            expand: list[int] = []  # middle offsets that hold an <|expand|> target
+            if len(mid) >= 2 and self.rng.random() < self.t.expand_fraction:
+                mid, expand = self._merge_pairs(mid)
+                extra = 0
+            elif self.rng.random() < self.t.oracle_fraction:
                 extra = 0
             else:
                 extra = self.rng.randint(1, self.t.max_extra)
@@ -129,6 +140,8 @@ class Sampler:
             masked = [False] * n
             for i in range(start, start + span):
                 masked[i] = self.rng.random() < t
+            for i in expand:  # <|expand|> is never visible: it stands for two unknown tokens
+                masked[start + i] = True
             if not any(masked[start : start + span]):
                 masked[start + self.rng.randrange(span)] = True
             first_end = start + len(mid)
@@ -149,6 +162,28 @@ class Sampler:
                 scale[first_end] = self.t.first_end_weight
             return ids, masked, 1.0 / (t * span), scale
         return self.llada(t)
+
+    def _merge_pairs(self, mid: list[int]) -> tuple[list[int], list[int]]:
+        """`mid` with k disjoint adjacent pairs (1 <= k <= len/4) each replaced by one
+        `<|expand|>`, and the offsets of those targets in the shortened middle."""
+        assert self.expand_id is not None
+        k = self.rng.randint(1, max(1, len(mid) // 4))
+        firsts: set[int] = set()
+        for i in self.rng.sample(range(len(mid) - 1), min(k, len(mid) - 1)):
+            if not {i - 1, i, i + 1} & firsts:
+                firsts.add(i)
+        out: list[int] = []
+        at: list[int] = []
+        i = 0
+        while i < len(mid):
+            if i in firsts:
+                at.append(len(out))
+                out.append(self.expand_id)
+                i += 2
+            else:
+                out.append(mid[i])
+                i += 1
+        return out, at
 
     def mask_levels(self, size: int) -> list[float]:
         """Stratified t for one batch (MDLM's low-discrepancy sampler): one uniform offset u,

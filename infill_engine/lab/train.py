@@ -231,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq-len", type=int, default=None, help="tokens per training row")
     ap.add_argument("--batch-size", type=int, default=None, help="rows per step")
     ap.add_argument("--infill-fraction", type=float, default=None, help="share of infill rows")
+    ap.add_argument(
+        "--expand-fraction", type=float, default=None, help="share of infill rows taught to expand"
+    )
     ap.add_argument("--init", type=Path, default=None, help="continue from this model dir")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -247,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("seq_len", a.seq_len),
                 ("batch_size", a.batch_size),
                 ("infill_fraction", a.infill_fraction),
+                ("expand_fraction", a.expand_fraction),
             )
             if v is not None
         }
