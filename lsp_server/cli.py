@@ -1,5 +1,6 @@
 """`dllm-infill-ls`: the language server's command line. Stdio by default; `--tcp HOST:PORT`
-binds to loopback only (unless `--allow-remote`) and always requires a token.
+binds to loopback only (unless `--allow-remote`) and always requires a token. Both read frames
+with transport.py's resynchronising reader, not pygls' own.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 
 from .server import VERSION, build_server
 from .tcp import serve_tcp
+from .transport import serve_stdio
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     # stdout carries the protocol in stdio mode: every log line goes to stderr.
     logging.basicConfig(level=a.log_level, stream=sys.stderr, format="%(levelname)s %(message)s")
     if a.tcp is None:
-        build_server().start_io()
+        serve_stdio(build_server())
         return 0
     host, port = a.tcp
     if not _is_loopback(host) and not a.allow_remote:
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if not token:
         token = secrets.token_urlsafe(16)
         print(f"dllm-infill-ls: token {token}", file=sys.stderr, flush=True)
-    serve_tcp(build_server(), host, port, token)
+    serve_tcp(build_server, host, port, token)
     return 0
 
 

@@ -1,13 +1,18 @@
-"""The language server over TCP, behind a token gate.
+"""The language server over TCP, behind a token gate, one session per connection.
 
-pygls' own TCP mode hands every frame of a connection to the server and checks nothing; a token
-checked inside the `initialize` handler comes too late, since frames pipelined behind a refused
-`initialize` are still served. Here the first frame of each connection is read and checked
-before the server sees anything: it must be an `initialize` request whose
-`initializationOptions.token` equals the server's token. Anything else gets one JSON-RPC error
-(no traceback, no server state) and that connection alone is closed; the server keeps listening.
-An accepted connection is then served by pygls as usual, and when it ends the server stops, as
-a language server does when its client goes. While one client is served, others are refused.
+The first frame of each connection is read and checked before any server sees it: it must be an
+`initialize` request whose `initializationOptions.token` equals the server's token. Anything else
+(a wrong, missing or unencodable token, junk, an oversized or truncated frame, silence for
+FIRST_FRAME_SECONDS) gets one JSON-RPC error with a fixed message (no traceback, no path, no
+server state) and that connection alone is closed; frames pipelined behind it are never read.
+
+An accepted connection gets its own session: a fresh server from the factory (its own
+documents, settings, model and reply stream) fed by transport.py's resynchronising reader. One
+session runs at a time, because each loads its own model: a second client that authenticates
+while one is served is refused, and the first client's replies stay on the first connection.
+When a client leaves, however it leaves (exit, a closed socket mid-request, a reset), its
+in-flight requests are cancelled, its model released, and the listener takes the next client.
+The process never exits on a client's account; it stops on a signal.
 """
 
 from __future__ import annotations
@@ -17,58 +22,61 @@ import contextlib
 import hmac
 import json
 import logging
-import threading
+from collections.abc import Callable
 from typing import Any
 
-from pygls.io_ import run_async
-
 from .server import DllmServer
+from .transport import CHUNK, FrameReader, dispatch, error_frame, serve
 
 log = logging.getLogger(__name__)
 
 MAX_FIRST_FRAME = 1 << 20  # an initialize request is a few KiB
+MAX_FIRST_HEADERS = 8192
 FIRST_FRAME_SECONDS = 30.0
 INVALID_REQUEST = -32600
 
 
 class Refused(Exception):
-    """The first frame does not authenticate the connection."""
+    """The first frame does not authenticate the connection. The message goes to the client."""
 
     def __init__(self, message: str, request_id: Any = None) -> None:
         super().__init__(message)
         self.request_id = request_id
 
 
-async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FIRST_FRAME) -> bytes:
-    """One LSP frame, headers and body, exactly as received. Raises Refused when malformed."""
-    raw = b""
+async def read_first_body(reader: asyncio.StreamReader) -> bytes:
+    """The first frame's body, read strictly: no resynchronising before authentication."""
+    headers = 0
     length = None
     while True:
-        line = await reader.readline()
-        if not line:
-            raise Refused("the connection closed before a complete frame")
-        raw += line
-        if len(raw) > 8192:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError:
+            raise Refused("the connection closed before a complete frame") from None
+        except asyncio.LimitOverrunError:
+            raise Refused("frame headers too long") from None
+        headers += len(line)
+        if headers > MAX_FIRST_HEADERS:
             raise Refused("frame headers too long")
         if line in (b"\r\n", b"\n"):
             break
-        name, _, value = line.decode("ascii", "replace").partition(":")
-        if name.strip().lower() == "content-length":
-            try:
-                length = int(value.strip())
-            except ValueError:
-                raise Refused("bad Content-Length") from None
-    if length is None or not 0 < length <= limit:
-        raise Refused(f"the first frame needs a Content-Length in (0, {limit}]")
-    return raw + await reader.readexactly(length)
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            value = value.strip()
+            length = int(value) if value.isdigit() and len(value) < 20 else None
+    if length is None or not 0 < length <= MAX_FIRST_FRAME:
+        raise Refused(f"the first frame needs a Content-Length in (0, {MAX_FIRST_FRAME}]")
+    try:
+        return await reader.readexactly(length)
+    except asyncio.IncompleteReadError:
+        raise Refused("the connection closed before a complete frame") from None
 
 
-def check_first_frame(frame: bytes, token: str) -> None:
-    """Accept an `initialize` request that carries the token; raise Refused otherwise."""
-    body = frame.split(b"\r\n\r\n", 1)[-1] if b"\r\n\r\n" in frame else frame.split(b"\n\n", 1)[-1]
+def check_first_frame(body: bytes, token: str) -> Any:
+    """The id of an `initialize` request that carries the token; raise Refused otherwise."""
     try:
         message = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except ValueError:  # not JSON, or not UTF-8
         raise Refused("the first frame is not JSON") from None
     if not isinstance(message, dict):
         raise Refused("the first frame is not a JSON-RPC message")
@@ -78,75 +86,79 @@ def check_first_frame(frame: bytes, token: str) -> None:
     params = message.get("params")
     options = params.get("initializationOptions") if isinstance(params, dict) else None
     sent = options.get("token") if isinstance(options, dict) else None
-    if not isinstance(sent, str) or not hmac.compare_digest(sent.encode(), token.encode()):
+    if not isinstance(sent, str) or not hmac.compare_digest(
+        sent.encode("utf-8", "surrogatepass"), token.encode("utf-8", "surrogatepass")
+    ):
         raise Refused("this server needs initializationOptions.token", request_id)
+    return request_id
 
 
-def _error_frame(request_id: Any, message: str) -> bytes:
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "error": {"code": INVALID_REQUEST, "message": message},
-        }
-    ).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+class SocketWriter:
+    """pygls' writer for one connection: replies for a client that has gone are dropped."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    def write(self, data: bytes) -> None:
+        if not self._writer.is_closing():
+            self._writer.write(data)
+
+    def close(self) -> None:  # pygls' exit handler calls this, then sys.exit
+        self._writer.close()
 
 
-async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamReader) -> None:
-    try:
-        while data := await source.read(65536):
-            sink.feed_data(data)
-    finally:
-        sink.feed_eof()
+def end_session(server: DllmServer) -> None:
+    """Cancel what the client left running and release its model."""
+    for future in list(server.protocol._request_futures.values()):
+        future.cancel()
+    if server.load_task is not None:
+        server.load_task.cancel()
+    server.backend.close()
 
 
-def serve_tcp(server: DllmServer, host: str, port: int, token: str) -> None:
-    """Serve one authenticated client on host:port (blocking until it is done)."""
-    stop = threading.Event()
-    server._stop_event = stop
-    busy = False
+def serve_tcp(new_server: Callable[[], DllmServer], host: str, port: int, token: str) -> None:
+    """Serve authenticated clients on host:port, one session at a time, until a signal."""
+    active: DllmServer | None = None
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal busy
+        nonlocal active
         try:
-            if busy:
-                raise Refused("another client is connected")
-            frame = await asyncio.wait_for(read_frame(reader), FIRST_FRAME_SECONDS)
-            check_first_frame(frame, token)
-        except (Refused, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
-            request_id = e.request_id if isinstance(e, Refused) else None
-            message = str(e) if isinstance(e, Refused) else "no complete first frame in time"
-            log.warning("refused a TCP client: %s", message)
-            try:
-                writer.write(_error_frame(request_id, message))
-                await writer.drain()
-            except OSError:
-                pass
-            writer.close()
+            body = await asyncio.wait_for(read_first_body(reader), FIRST_FRAME_SECONDS)
+            request_id = check_first_frame(body, token)
+            if active is not None:
+                raise Refused("another client is connected", request_id)
+        except (Refused, asyncio.TimeoutError, OSError) as e:
+            refuse(writer, e)
             return
-        busy = True
-        feed = asyncio.StreamReader()
-        feed.feed_data(frame)
-        pump = asyncio.ensure_future(_pump(reader, feed))
-        server.protocol.set_writer(writer)
+        session = active = new_server()  # no await since the check: no second claimant
+        out = SocketWriter(writer)
+        session.protocol.set_writer(out)
+        log.info("a TCP client authenticated")
         try:
-            await run_async(
-                stop_event=stop,
-                reader=feed,
-                protocol=server.protocol,
-                logger=log,
-                error_handler=server.report_server_error,
-            )
+            dispatch(body, session.protocol, out)
+            await serve(FrameReader(lambda: reader.read(CHUNK)), session.protocol, out)
+        except SystemExit:  # pygls' exit handler: the end of this session, not of the server
+            log.info("a TCP client sent exit")
+        except OSError as e:
+            log.info("a TCP client went away: %s", e)
         finally:
-            pump.cancel()
-            server.shutdown()
+            end_session(session)
+            active = None
+            writer.close()
 
     async def main() -> None:
         listener = await asyncio.start_server(connection, host, port)
-        server._server = listener
         async with listener:
-            with contextlib.suppress(asyncio.CancelledError):  # shutdown closes the listener
-                await listener.serve_forever()
+            await listener.serve_forever()
 
-    asyncio.run(main())
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
+def refuse(writer: asyncio.StreamWriter, e: Exception) -> None:
+    message = str(e) if isinstance(e, Refused) else "no complete first frame in time"
+    request_id = e.request_id if isinstance(e, Refused) else None
+    log.warning("refused a TCP client: %s", message)
+    if not writer.is_closing():
+        writer.write(error_frame(request_id, INVALID_REQUEST, message))
+    writer.close()
