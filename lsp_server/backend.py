@@ -52,6 +52,7 @@ class Backend:
         self.options = EngineOptions()
         self.counters = Counters()
         self._lock = threading.Lock()
+        self._running: set[threading.Event] = set()  # cancel flags of calls not yet finished
         # One thread: the engine runs one decode loop at a time anyway, and a queue of one
         # keeps a superseded request from holding the model while a newer one waits.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dllm-engine")
@@ -79,6 +80,10 @@ class Backend:
         )
 
     def close(self) -> None:
+        """Stop: queued calls never start, running ones stop at their next pass."""
+        with self._lock:
+            for cancel in self._running:
+                cancel.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def status(self) -> dict[str, Any]:
@@ -143,6 +148,7 @@ class Backend:
     async def _run(self, call: Callable[[], T], cancel: threading.Event) -> T:
         with self._lock:
             self.counters.requests += 1
+            self._running.add(cancel)
 
         def work() -> T:
             if cancel.is_set():
@@ -157,6 +163,9 @@ class Backend:
         except asyncio.CancelledError:
             cancel.set()  # the worker stops at its next pass; its result is dropped
             raise
+        finally:
+            with self._lock:
+                self._running.discard(cancel)
 
     def _record(self, results: Any, call_ms: float) -> None:
         batch = results if isinstance(results, list) else [results]

@@ -126,6 +126,13 @@ def offset_at(text: str, line: int, character: int, encoding: str) -> int | None
     return start + _code_points(text[start:end], character, encoding)
 
 
+def offset_clamped(text: str, line: int, character: int, encoding: str) -> int:
+    """offset_at for an edit's range: a line past the last one means the end of the document
+    (as vscode-languageserver-textdocument reads it); negative numbers mean 0."""
+    found = offset_at(text, max(0, line), max(0, character), encoding)
+    return len(text) if found is None else found
+
+
 def _clamp(offset: int, text: str) -> int:
     return max(0, min(offset, len(text)))
 

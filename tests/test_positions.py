@@ -15,6 +15,7 @@ from lsp_server.positions import (
     line_at,
     line_starts,
     offset_at,
+    offset_clamped,
     offset_from_byte,
     point_at,
     position_at,
@@ -204,3 +205,11 @@ def test_a_megabyte_document_is_fast() -> None:
     point_at(text, len(text) - 1)
     offset_from_byte(text, byte_offset(text, len(text) - 1))
     assert time.perf_counter() - started < 2.0
+
+
+def test_offset_clamped_reads_an_edit_range_like_the_lsp_reference() -> None:
+    text = "ab\r\nc😀d"
+    assert offset_clamped(text, 0, 9, "utf-16") == 2  # past the line's end: before its break
+    assert offset_clamped(text, 1, 2, "utf-16") == 5  # inside the pair: its start
+    assert offset_clamped(text, 7, 0, "utf-16") == len(text)  # past the last line: the end
+    assert offset_clamped(text, -1, -1, "utf-8") == 0

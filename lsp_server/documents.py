@@ -1,0 +1,140 @@
+"""The open documents: their text, version and language, and the LSP rules that change them.
+
+This module, not pygls's workspace, applies didOpen / didChange / didClose, because the rules
+must be exact for the server to see what the editor shows:
+
+* Ranges are read by positions.py: lines end at "\\n", "\\r\\n" or "\\r" only; a character past
+  the end of a line means the line's end; a line past the last line means the end of the
+  document; a position inside a multi-unit character (half a utf-16 surrogate pair, part of a
+  utf-8 sequence) means that character's start.
+* A reversed range (end before start) is the same range with its ends swapped, as
+  vscode-languageserver-textdocument reads it.
+* A lone surrogate (legal in JSON, not encodable as utf-8, refused by tokenizers) becomes U+FFFD:
+  one code point and one utf-16 unit like it, and three utf-8 bytes as surrogatepass counts it,
+  so every position stays where the editor has it.
+* A change that breaks the schema ends its notification: the changes before it stay applied,
+  the document is marked out of sync (nothing is served from it) and later incremental changes
+  are skipped, until a full-text change or a didOpen brings it back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from . import positions
+
+Outcome = Literal["applied", "out of sync", "ignored", "unknown"]
+MAX_UINT = 2**31 - 1  # LSP's uinteger
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean(text: str) -> str:
+    """text with every lone surrogate replaced by U+FFFD; positions are unchanged."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+@dataclass(frozen=True)
+class Change:
+    text: str
+    range: tuple[int, int, int, int] | None  # start line, char, end line, char; None: all
+
+
+@dataclass
+class Document:
+    uri: str
+    language_id: str
+    version: int
+    text: str
+    in_sync: bool = True
+
+
+def _uint(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= MAX_UINT  # bool is an int to Python, not to JSON
+
+
+def _point(raw: Any) -> tuple[int, int] | None:
+    if not isinstance(raw, dict) or not (_uint(raw.get("line")) and _uint(raw.get("character"))):
+        return None
+    return raw["line"], raw["character"]
+
+
+def parse_change(raw: Any) -> Change | None:
+    """A TextDocumentContentChangeEvent, or None when raw breaks its schema."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("text"), str):
+        return None
+    if "range" not in raw:
+        return Change(clean(raw["text"]), None)
+    r = raw["range"]
+    start = _point(r.get("start")) if isinstance(r, dict) else None
+    end = _point(r.get("end")) if isinstance(r, dict) else None
+    if start is None or end is None:
+        return None
+    return Change(clean(raw["text"]), (*start, *end))
+
+
+def apply_change(text: str, change: Change, encoding: str) -> str:
+    if change.range is None:
+        return change.text
+    a, b, c, d = change.range
+    start = positions.offset_clamped(text, a, b, encoding)
+    end = positions.offset_clamped(text, c, d, encoding)
+    start, end = min(start, end), max(start, end)
+    return text[:start] + change.text + text[end:]
+
+
+class Documents:
+    def __init__(self) -> None:
+        self._docs: dict[str, Document] = {}
+
+    def get(self, uri: str) -> Document | None:
+        return self._docs.get(uri)
+
+    def open(self, uri: str, language_id: str, version: int, text: str) -> Document:
+        doc = self._docs[uri] = Document(uri, language_id, version, clean(text))
+        return doc
+
+    def close(self, uri: str) -> None:
+        self._docs.pop(uri, None)
+
+    def change(self, params: Any, encoding: str) -> Outcome:
+        """Apply a didChange's raw params. "out of sync" is returned once, when a bad change
+        first puts the document out of sync; "ignored" when it was out of sync already (or a
+        bad notification found it so); "unknown" when no open document is named."""
+        ident = params.get("textDocument") if isinstance(params, dict) else None
+        uri = ident.get("uri") if isinstance(ident, dict) else None
+        doc = self._docs.get(uri) if isinstance(uri, str) else None
+        if doc is None or not isinstance(ident, dict):
+            return "unknown"
+        raws = params.get("contentChanges")
+        version = ident.get("version")
+        changes = raws if isinstance(raws, list) and type(version) is int else [None]
+        was_in_sync = doc.in_sync
+        for raw in changes:
+            change = parse_change(raw)
+            if change is None:
+                doc.in_sync = False
+                break
+            if change.range is None:
+                doc.in_sync = True
+            if doc.in_sync:
+                doc.text = apply_change(doc.text, change, encoding)
+        if type(version) is int:
+            doc.version = version
+        if doc.in_sync:
+            return "applied"
+        return "out of sync" if was_in_sync else "ignored"
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Each open document in brief, for dllm/status: a client can compare the digest."""
+        return [
+            {
+                "uri": d.uri,
+                "version": d.version,
+                "inSync": d.in_sync,
+                "sha256": hashlib.sha256(d.text.encode("utf-8")).hexdigest(),
+            }
+            for d in self._docs.values()
+        ]

@@ -1,0 +1,461 @@
+"""Malformed requests, odd text and a rude exit, end to end: the real server over stdio.
+
+pytest-lsp's client checks what it sends against lsprotocol, so it cannot send a malformed
+request; these tests speak raw JSON-RPC frames instead (a small driver below). Every request
+with an id must get an answer: a result, or an error with a short message and no traceback.
+Malformed params never pop up a message in the editor, and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import IO, Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lsp_client import SERVER, init_params
+from pygls.protocol import default_converter
+
+URI = "file:///work/robust.py"
+SOURCE = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    \n"
+CLIENT_ERRORS = (-32602, -32600, -32601)  # InvalidParams, InvalidRequest, MethodNotFound
+FAST = {"decode": {"maxSpan": 8, "span": 8}, "candidates": 1}  # keep model calls short
+
+
+class Raw:
+    """A JSON-RPC peer on the server's stdio: sends any JSON, answers the server's requests
+    (applyEdit, progress), and records replies, notifications and stderr."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
+        self.replies: dict[Any, queue.Queue[dict[str, Any]]] = {}
+        self.shown: list[str] = []  # window/showMessage texts
+        self.logged: list[str] = []  # window/logMessage texts
+        self.edits: list[dict[str, Any]] = []  # workspace/applyEdit params
+        self.stderr = bytearray()
+        self.next_id = 0
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
+        threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True).start()
+
+    def _drain(self, stream: IO[bytes]) -> None:
+        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
+            self.stderr += chunk
+
+    def _read(self, stream: IO[bytes]) -> None:
+        while True:
+            length = 0
+            while (line := stream.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            if not line:
+                return
+            self._dispatch(json.loads(stream.read(length)))
+
+    def _dispatch(self, msg: dict[str, Any]) -> None:
+        method = msg.get("method")
+        if method == "window/showMessage":
+            self.shown.append(msg["params"]["message"])
+        elif method == "window/logMessage":
+            self.logged.append(msg["params"]["message"])
+        elif method is not None and "id" in msg:  # the server asks: say yes
+            if method == "workspace/applyEdit":
+                self.edits.append(msg["params"])
+            result = {"applied": True} if method == "workspace/applyEdit" else None
+            self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        elif method is None:
+            self._box(json.dumps(msg.get("id"))).put(msg)
+
+    def _box(self, key: str) -> queue.Queue[dict[str, Any]]:
+        with self._lock:
+            return self.replies.setdefault(key, queue.Queue())
+
+    def send(self, msg: Any) -> None:
+        body = json.dumps(msg).encode()  # ensure_ascii: a lone surrogate goes as "\ud800"
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        self.proc.stdin.flush()
+
+    def request(self, method: Any, params: Any = None, omit: bool = False, **extra: Any) -> Any:
+        """Send a request; return its reply message (TimeoutError when none comes)."""
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method, **extra}
+        if not omit:
+            msg["params"] = params
+        self.send(msg)
+        return self.reply(msg["id"])
+
+    def reply(self, msg_id: Any, timeout: float = 30.0) -> dict[str, Any]:
+        try:
+            return self._box(json.dumps(msg_id)).get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no reply to request {msg_id!r}") from None
+
+    def notify(self, method: str, params: Any) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def start(self, settings: dict[str, Any] | None = None) -> None:
+        params = default_converter().unstructure(init_params(settings={**FAST, **(settings or {})}))
+        assert "result" in self.request("initialize", params)
+        self.notify("initialized", {})
+        deadline = time.monotonic() + 120
+        while self.status()["state"] not in ("ready", "failed"):
+            assert time.monotonic() < deadline, "the model did not load"
+            time.sleep(0.05)
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.request("dllm/status", None)["result"])
+
+    def open(self, uri: str, text: str, version: int = 1) -> None:
+        doc = {"uri": uri, "languageId": "python", "version": version, "text": text}
+        self.notify("textDocument/didOpen", {"textDocument": doc})
+
+    def complete(self, uri: str, line: int, character: int) -> Any:
+        return self.request("textDocument/inlineCompletion", inline(uri, line, character))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+def inline(uri: str, line: int, character: int) -> dict[str, Any]:
+    return {
+        "textDocument": {"uri": uri},
+        "position": {"line": line, "character": character},
+        "context": {"triggerKind": 1},
+    }
+
+
+def selection(line: int, start: int, end: int) -> dict[str, Any]:
+    return {"start": {"line": line, "character": start}, "end": {"line": line, "character": end}}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Raw]:
+    raw = Raw()
+    try:
+        raw.start()
+        raw.open(URI, SOURCE)
+        yield raw
+    finally:
+        print(f"\njunk scenarios (cases, crashes, unanswered): {dict(TALLY)}")
+        raw.close()
+
+
+TALLY: Counter[str] = Counter()
+
+
+def assert_client_error(reply: dict[str, Any], codes: tuple[int, ...] = CLIENT_ERRORS) -> None:
+    error = reply.get("error")
+    assert error is not None, reply
+    assert error["code"] in codes, error
+    assert len(error["message"]) < 300 and "Traceback" not in error["message"], error
+    assert not error.get("data"), error  # no traceback, no internals
+
+
+def assert_alive(server: Raw) -> None:
+    """The server still answers a normal completion on the open document."""
+    reply = server.complete(URI, 1, 16)
+    assert "result" in reply, reply
+    assert all(
+        it["range"]["start"] == {"line": 1, "character": 16} for it in reply["result"]["items"]
+    )
+
+
+# -- the repros from the issue ---------------------------------------------------------------------
+MALFORMED = [
+    ("textDocument/inlineCompletion", inline(URI, -1, 0)),
+    ("textDocument/inlineCompletion", None),
+    ("textDocument/inlineCompletion", {**inline(URI, 0, 0), "textDocument": URI}),
+    ("textDocument/inlineCompletion", inline(URI, 2**31, 0)),
+    ("textDocument/inlineCompletion", inline(URI, 0, 2**40)),
+    (
+        "textDocument/codeAction",
+        {
+            "textDocument": {"uri": URI},
+            "range": selection(2**31, 0, 1),
+            "context": {"diagnostics": []},
+        },
+    ),
+    ("workspace/executeCommand", {"arguments": [URI, selection(0, 0, 3)]}),
+    ("workspace/executeCommand", {"command": "dllm.noSuchCommand", "arguments": []}),
+    ("workspace/executeCommand", {"command": "dllm.refineSelection", "arguments": [42]}),
+    ("workspace/executeCommand", {"command": "dllm.refactorSelection", "arguments": [URI, "x"]}),
+    ("workspace/executeCommand", {"command": "dllm.fillFunctionBody", "arguments": [URI, [1]]}),
+    ("textDocument/noSuchMethod", {}),
+]
+
+
+@pytest.mark.parametrize(("method", "params"), MALFORMED)
+def test_malformed_params_get_an_error_reply(server: Raw, method: str, params: Any) -> None:
+    shown = len(server.shown)
+    assert_client_error(server.request(method, params))
+    assert server.shown[shown:] == []  # no popup for a client's mistake
+
+
+def test_a_request_without_params_is_answered(server: Raw) -> None:
+    reply = server.request("dllm/status", omit=True)
+    assert reply["result"]["state"] == "ready"
+    assert_client_error(server.request("textDocument/inlineCompletion", omit=True))
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "2.0", "id": [7], "method": "dllm/status"},  # an id must be int or str
+        {"jsonrpc": "2.0", "id": 8, "method": 12},  # a method must be a string
+        {"jsonrpc": "1.0", "id": 9, "method": "dllm/status"},
+        ["a", "batch"],
+    ],
+)
+def test_a_malformed_request_object_is_an_invalid_request(server: Raw, message: Any) -> None:
+    server.send(message)
+    msg_id = message.get("id") if isinstance(message, dict) else None
+    reply = server.reply(msg_id if isinstance(msg_id, int) else None, timeout=10)
+    assert_client_error(reply, (-32600,))
+    assert server.status()["state"] == "ready"
+
+
+# -- junk params for every method ------------------------------------------------------------------
+json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**33), max_value=2**33)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+    | st.sampled_from(["\ud800", URI, "file:///never/opened.py", "python", ""])
+)
+json_value = st.recursive(
+    json_leaf,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def paths(value: Any, here: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [here]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += paths(v, (*here, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += paths(v, (*here, i))
+    return out
+
+
+@st.composite
+def mutated(draw: st.DrawFn, valid: Any) -> Any:
+    """valid params with one part replaced by junk or removed, or wholly junk."""
+    if draw(st.integers(0, 5)) == 0:
+        return draw(json_value)
+    value = json.loads(json.dumps(valid))
+    path = draw(st.sampled_from(paths(value)))
+    if not path:
+        return draw(json_value)
+    parent = value
+    for key in path[:-1]:
+        parent = parent[key]
+    if isinstance(parent, dict) and draw(st.booleans()):
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = draw(json_value)
+    return value
+
+
+REQUESTS = {
+    "inlineCompletion": ("textDocument/inlineCompletion", inline(URI, 1, 8)),
+    "codeAction": (
+        "textDocument/codeAction",
+        {
+            "textDocument": {"uri": URI},
+            "range": selection(1, 4, 16),
+            "context": {"diagnostics": []},
+        },
+    ),
+    "fillFunctionBody": (
+        "workspace/executeCommand",
+        {"command": "dllm.fillFunctionBody", "arguments": [URI, {"line": 5, "character": 4}]},
+    ),
+    "refactorSelection": (
+        "workspace/executeCommand",
+        {"command": "dllm.refactorSelection", "arguments": [URI, selection(1, 11, 16), "swap"]},
+    ),
+    "refineSelection": (
+        "workspace/executeCommand",
+        {"command": "dllm.refineSelection", "arguments": [URI, selection(1, 11, 16)]},
+    ),
+    "status": ("dllm/status", None),
+}
+NOTIFICATIONS = {
+    "didOpen": (
+        "textDocument/didOpen",
+        {
+            "textDocument": {
+                "uri": "file:///other.py",
+                "languageId": "python",
+                "version": 1,
+                "text": "x = 1\n",
+            }
+        },
+    ),
+    "didChange": (
+        "textDocument/didChange",
+        {
+            "textDocument": {"uri": URI, "version": 2},
+            "contentChanges": [{"range": selection(0, 0, 0), "text": ""}],
+        },
+    ),
+    "didClose": ("textDocument/didClose", {"textDocument": {"uri": "file:///other.py"}}),
+    "didChangeConfiguration": ("workspace/didChangeConfiguration", {"settings": {"dllm": {}}}),
+}
+JUNK_SETTINGS = settings(
+    max_examples=20,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.mark.parametrize("name", list(REQUESTS))
+def test_junk_request_params_always_get_a_reply(server: Raw, name: str) -> None:
+    method, valid = REQUESTS[name]
+    shown = len(server.shown)
+
+    @JUNK_SETTINGS
+    @given(params=mutated(valid))
+    def junk(params: Any) -> None:
+        TALLY[f"{name} cases"] += 1
+        try:
+            reply = server.request(method, params)
+        except TimeoutError:
+            TALLY[f"{name} unanswered"] += 1
+            raise
+        if "error" in reply:
+            TALLY[f"{name} crashes"] += reply["error"]["code"] not in CLIENT_ERRORS
+            assert_client_error(reply)
+
+    junk()
+    assert [m for m in server.shown[shown:] if "Error in server" in m or "nvalid" in m] == []
+    server.open(URI, SOURCE)  # a junk command may have edited or a junk didClose closed it
+    assert_alive(server)
+
+
+@pytest.mark.parametrize("name", list(NOTIFICATIONS))
+def test_junk_notifications_leave_the_server_serving(server: Raw, name: str) -> None:
+    method, valid = NOTIFICATIONS[name]
+    before = server.status()["settings"]
+    shown = len(server.shown)
+
+    @JUNK_SETTINGS
+    @given(params=mutated(valid))
+    def junk(params: Any) -> None:
+        TALLY[f"{name} cases"] += 1
+        server.notify(method, params)
+        try:
+            server.status()
+        except TimeoutError:
+            TALLY[f"{name} unanswered"] += 1
+            raise
+
+    junk()
+    popups = server.shown[shown:]
+    if name == "didChangeConfiguration":  # invalid settings are the user's to see, by design
+        popups = [m for m in popups if "setting" not in m]
+    assert popups == []
+    server.notify("workspace/didChangeConfiguration", {"settings": before})
+    server.open(URI, SOURCE)
+    assert server.status()["state"] == "ready"
+    assert_alive(server)
+
+
+# -- a lone surrogate in the document --------------------------------------------------------------
+LONE = "def tag(x):\n    s = 'a\ud800b'\n    return s + x\n"
+
+
+def test_a_lone_surrogate_in_the_document_is_served(server: Raw) -> None:
+    uri = "file:///work/lone.py"
+    server.open(uri, LONE)
+    reply = server.complete(uri, 2, 16)
+    assert "result" in reply, reply
+    for name in ("refineSelection", "refactorSelection"):
+        args = [uri, selection(2, 11, 16)]
+        reply = server.request(
+            "workspace/executeCommand", {"command": f"dllm.{name}", "arguments": args}
+        )
+        assert "result" in reply, reply
+    changes = [c for e in server.edits for c in e["edit"]["documentChanges"]]
+    for change in [c for c in changes if c["textDocument"]["uri"] == uri]:
+        for e in change["edits"]:
+            assert e["range"]["start"]["line"] == 2  # positions right of the surrogate hold
+            assert not any(0xD800 <= ord(c) < 0xE000 for c in e["newText"])
+    s = server.status()
+    assert s["state"] == "ready" and s["last"]["stop_reason"] is not None
+
+
+# -- exit ------------------------------------------------------------------------------------------
+def test_exit_without_shutdown_during_a_request_is_quick_quiet_and_1() -> None:
+    raw = Raw()
+    try:
+        slow = {
+            "decode": {
+                "policy": "fixed",
+                "span": 300,
+                "maxSpan": 300,
+                "minTokens": 300,
+                "cache": "none",
+            }
+        }
+        raw.start(slow)
+        raw.open(URI, SOURCE)
+        raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "slow",
+                "method": "textDocument/inlineCompletion",
+                "params": inline(URI, 5, 4),
+            }
+        )
+        time.sleep(1.0)  # the engine is now well into the span
+        before = len(raw.stderr)
+        t0 = time.monotonic()
+        raw.notify("exit", None)
+        code = raw.proc.wait(timeout=30)
+        took = time.monotonic() - t0
+        time.sleep(0.2)  # the stderr reader catches up
+        noise = len(raw.stderr) - before
+    finally:
+        raw.close()
+    assert code == 1  # no shutdown came first
+    assert took < 2.0, took
+    assert noise < 2000, bytes(raw.stderr[before:][:2000])
+
+
+def test_exit_after_shutdown_is_0() -> None:
+    raw = Raw()
+    try:
+        params = default_converter().unstructure(init_params())
+        assert "result" in raw.request("initialize", params)
+        assert raw.request("shutdown", None)["result"] is None
+        late = raw.request("dllm/status", None)  # after shutdown: an error, still an answer
+        assert_client_error(late, (-32600,))
+        t0 = time.monotonic()
+        raw.notify("exit", None)
+        code = raw.proc.wait(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        raw.close()
+    assert code == 0 and took < 2.0
