@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import pytest_lsp
 from lsp_client import SERVER, open_doc, plain, start, wait_for
 from lsprotocol import types as lsp
@@ -49,6 +50,34 @@ def only_edit(client: LanguageClient) -> tuple[lsp.TextEdit, str]:
     assert change.text_document.uri == URI and change.text_document.version == 1
     (edit,) = change.edits
     return edit, params.label
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8"])
+async def test_a_selection_after_wide_characters_maps_both_ways(
+    client: LanguageClient, encoding: str
+) -> None:
+    """A refine of `alpha`, mid-line after 😀 and 日本. Misread units shift the selection right
+    by 6 (utf-16 units as code points) or 22 (utf-8 bytes as code points): either lands wholly
+    in the run of spaces after `alpha`, which the server refuses as an empty selection. Read
+    right, `alpha` is refined and the edit comes back on exactly the range that was sent."""
+    await start(client, encodings=[encoding])
+    head = 's = "😀😀😀😀😀😀 日本" + '
+    line = head + "alpha" + " " * 30 + "# end"
+    text = f"def f(alpha):\n    {line}\n    return s\n"
+    open_doc(client, URI, text)
+
+    def units(s: str) -> int:
+        return len(s.encode("utf-16-le")) // 2 if encoding == "utf-16" else len(s.encode())
+
+    col = units("    " + head)
+    assert col != len("    " + head)  # the test means something only if the encodings differ
+    rng = {"start": {"line": 1, "character": col}, "end": {"line": 1, "character": col + 5}}
+    result = await command(client, "dllm.refineSelection", URI, rng)
+    assert result["applied"] is True, result
+    edit, _ = only_edit(client)
+    assert edit.range == lsp.Range(
+        lsp.Position(line=1, character=col), lsp.Position(line=1, character=col + 5)
+    )
 
 
 async def test_fill_function_body_applies_an_edit(client: LanguageClient) -> None:
