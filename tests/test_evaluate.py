@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 import torch
 
@@ -114,6 +118,59 @@ def test_sandbox_limits_bite() -> None:
     # file size: 4 MiB per file
     assert not run_sandboxed("open('big', 'wb').write(b'x' * (8 << 20))\n")
     assert run_sandboxed("open('small', 'wb').write(b'x' * (1 << 20))\n")
+    # CPU: a busy loop is killed by SIGXCPU after its CPU seconds, long before the wall timeout
+    t0 = time.monotonic()
+    assert not run_sandboxed("while True:\n    pass\n", timeout=60, cpu_seconds=1)
+    assert time.monotonic() - t0 < 30
+    assert run_sandboxed("sum(range(10))\n", timeout=60, cpu_seconds=1)
+
+
+class _Scripted:
+    """An engine whose fills are scripted: `answers` maps a prefix to the text it returns."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.spans: list[int] = []
+
+    def encode(self, text: str) -> list[int]:
+        return list(range(len(text.split())))  # one token per word
+
+    def infill(self, prefix: str, suffix: str, params: Any) -> Any:
+        self.spans.append(params.span)
+        text = self.answers[prefix]
+        return SimpleNamespace(text=text, tokens=4, nfe_full=1, nfe_block=1, elapsed_ms=2.0)
+
+
+def test_exact_match_and_pass_at_1_arithmetic() -> None:
+    from infill_engine.lab.evaluate import EvalConfig, exact_match, humaneval_pass
+
+    triples = [
+        ("a = ", "1 + 2\n", "\n"),  # right, trailing whitespace aside
+        ("b = ", "f(x)\n", "\n"),  # wrong: a leading space is a different line
+        ("c = ", "g(y, z)\n", "\n"),  # wrong text
+    ]
+    engine = _Scripted({"a = ": "1 + 2  \n\n", "b = ": " f(x)\n", "c = ": "g(y)\n"})
+    stats = exact_match(engine, triples, None, None)
+    assert (stats.passed, stats.total) == (1, 3) and stats.rate == pytest.approx(1 / 3)
+    assert engine.spans == [3, 1, 2]  # oracle span: the middle's own token length
+    assert stats.tokens_per_forward == 2.0  # 12 tokens over 6 forward passes
+    fixed = exact_match(engine, triples, 24, None)
+    assert engine.spans[3:] == [24, 24, 24] and fixed.passed == 1
+
+    rows = [
+        {
+            "prompt": f"def {name}(x):\n",
+            "suffix": "",
+            "canonical_solution": "    return x + 1\n",
+            "test": "def check(f):\n    assert f(1) == 2\n",
+            "entry_point": name,
+        }
+        for name in ("inc", "bad")
+    ]
+    engine = _Scripted({"def inc(x):\n": "    return x + 1\n", "def bad(x):\n": "    return x\n"})
+    he = humaneval_pass(engine, rows, None, EvalConfig(timeout=20))
+    assert (he.passed, he.total) == (1, 2) and he.rate == 0.5
+    assert engine.spans == [4, 4]
 
 
 class _Oracle:

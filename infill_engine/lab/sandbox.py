@@ -10,16 +10,20 @@ import os
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
+MEMORY_BYTES = 1 << 30
+CPU_SECONDS = 20
+FILE_BYTES = 1 << 22
 
-def _limits() -> None:  # runs in the child before exec
+
+def _limits(cpu_seconds: int) -> None:  # runs in the child before exec
     import resource
 
-    mem = 1 << 30
-    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-    resource.setrlimit(resource.RLIMIT_CPU, (20, 20))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 22, 1 << 22))
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_BYTES, FILE_BYTES))
 
 
 # Prepended to every program: generated code gets no sockets (HumanEval needs none). The child
@@ -34,8 +38,9 @@ NO_NETWORK = (
 )
 
 
-def run_sandboxed(program: str, timeout: float = 10.0) -> bool:
-    """True if `program` exits with status 0 within `timeout` seconds in an isolated child."""
+def run_sandboxed(program: str, timeout: float = 10.0, cpu_seconds: int = CPU_SECONDS) -> bool:
+    """True if `program` exits with status 0 within `timeout` wall seconds and `cpu_seconds` of
+    CPU in an isolated child."""
     with tempfile.TemporaryDirectory(prefix="dllm-eval-") as tmp:
         file = Path(tmp) / "program.py"
         file.write_text(NO_NETWORK + program)
@@ -50,7 +55,7 @@ def run_sandboxed(program: str, timeout: float = 10.0) -> bool:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 timeout=timeout,
-                preexec_fn=_limits if os.name == "posix" else None,
+                preexec_fn=partial(_limits, cpu_seconds) if os.name == "posix" else None,
                 check=False,
             )
         except subprocess.TimeoutExpired:
