@@ -246,6 +246,39 @@ def test_refine_repredicts_only_the_least_likely_tokens(dream_engine: Engine) ->
         dream_engine.refine(PREFIX, "", SUFFIX)
 
 
+def test_refine_remasks_exactly_the_least_likely_tokens(dream_engine: Engine) -> None:
+    """The remasked set is the argmin of log p(token | everything else), from one full pass."""
+    text = "x = compute(a, b)\n    y = x + 1"
+    ids = dream_engine.encode(text)
+    canvas = dream_engine.encode(PREFIX) + ids + dream_engine.encode(SUFFIX)
+    lo = len(dream_engine.encode(PREFIX))
+    logp = torch.log_softmax(dream_engine.logits(torch.tensor([canvas]))[0], dim=-1)
+    mine = [float(logp[lo + i, t]) for i, t in enumerate(ids)]
+    n = round(0.3 * len(ids))
+    r = dream_engine.refine(PREFIX, text, SUFFIX, fraction=0.3)
+    assert r.remasked == sorted(sorted(range(len(ids)), key=lambda i: mine[i])[:n])
+
+
+def test_refine_holds_end_tokens_off_even_when_the_model_wants_them(dream_engine: Engine) -> None:
+    old = dream_engine.model.lm_head
+    new = torch.nn.Linear(old.in_features, old.out_features, bias=True)
+    with torch.no_grad():
+        new.weight.copy_(old.weight)
+        new.bias.zero_()
+        new.bias[EOS_ID] = 50.0  # an end token is the favourite everywhere
+    dream_engine.model.lm_head = new
+    try:
+        text = "x = compute(a, b)\n    y = x + 1"
+        r = dream_engine.refine(PREFIX, text, SUFFIX, fraction=0.5)
+        plain = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=8))
+    finally:
+        dream_engine.model.lm_head = old
+    assert plain.stop_reason == "end_token"  # the bias bites where nothing holds it off
+    assert len(r.token_ids) == len(dream_engine.encode(text))
+    assert not set(r.token_ids) & set(dream_engine.end_ids)  # no end token erased the rest
+    assert r.changed >= 1
+
+
 @pytest.mark.parametrize("cache", ["dual", "prefix"])
 def test_window_passes_recompute_only_what_the_cache_mode_says(
     dream_engine: Engine, cache: str
