@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -145,3 +146,49 @@ def test_function_body_from_the_blank_body_line_below_it() -> None:
     assert syntax.function_body(cls, len(cls) - 1, "python") is None
     # column 0 below a function is module level
     assert syntax.function_body("def f():\n    return 1\n\n", 23, "python") is None
+
+
+class _Recording:
+    """Backend stand-in that records what reaches the model, over a real engine."""
+
+    def __init__(self, engine: Any) -> None:
+        from lsp_server.backend import Backend
+
+        self.real = Backend(lambda _: None)
+        self.real.engine, self.real.state = engine, "ready"
+        self.calls: list[tuple[str, str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    async def infill(self, prefix: str, suffix: str, params: Any, cancel: Any) -> Any:
+        self.calls.append((prefix, suffix))
+        return await self.real.infill(prefix, suffix, params, cancel)
+
+
+def test_regenerate_puts_the_instruction_before_the_selection_as_a_comment(
+    dream_engine: Any,
+) -> None:
+    import asyncio
+
+    from lsp_server.commands import CommandError, regenerate_selection
+
+    text = "def scale(values, k):\n    out = []\n    for v in values:\n        out.append(v * k)\n"
+    text += "    return out\n"
+    start = text.index("out.append")
+    end = text.index("\n", start)
+    backend = _Recording(dream_engine)
+    for instruction in ("use  a list\ncomprehension", None):
+        try:
+            edit = asyncio.run(
+                regenerate_selection(backend, text, start, end, instruction, Options())  # type: ignore[arg-type]
+            )
+            assert (edit.start, edit.end) == (start, end)
+        except CommandError:
+            pass  # the random test model may write nothing; what reached it is the point
+    (with_note, suffix), (plain, suffix2) = backend.calls
+    head = "def scale(values, k):\n    out = []\n    for v in values:\n"
+    assert with_note == head + "        # use a list comprehension\n        "
+    assert plain == head + "        " and suffix == suffix2 == "\n    return out\n"
+    assert "comprehension" not in text
+    backend.real.close()
