@@ -2,6 +2,10 @@
 thread (off the event loop), makes those calls cancellable, and keeps the counters that
 `dllm/status` reports.
 
+A load runs on the same worker and cannot be stopped once it has started; the server coalesces
+reloads so that a burst of settings changes queues at most one. Loading drops the old engine
+first, so two models never share the memory.
+
 Cancellation is cooperative twice over: asyncio cancels the awaiting handler, and the handler
 sets the request's `threading.Event`, which the engine's block loop checks before every pass.
 """
@@ -51,6 +55,7 @@ class Backend:
         self.engine: Engine | None = None
         self.options = EngineOptions()
         self.counters = Counters()
+        self.loads = 0  # model loads that ran on the worker
         self._lock = threading.Lock()
         self._running: set[threading.Event] = set()  # cancel flags of calls not yet finished
         # One thread: the engine runs one decode loop at a time anyway, and a queue of one
@@ -61,15 +66,14 @@ class Backend:
     async def load(self, options: EngineOptions, report: Callable[[str], None]) -> None:
         """Load the model on the worker; never raises (a failure is the `failed` state)."""
         self.state, self.error, self.options = "loading", None, options
+        self.engine = None  # in-flight calls keep their own reference until they finish
         if options.address is not None:
             self.log(f"engine service {options.address!r} is not supported yet; running in-process")
         report(f"loading {options.model} on {options.device}")
         t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
         try:
-            engine = await loop.run_in_executor(
-                self._pool, lambda: load(options.model, device=options.device, dtype=options.dtype)
-            )
+            engine = await loop.run_in_executor(self._pool, self._load_now, options)
         except (ModelLoadError, ValueError, RuntimeError, OSError) as e:
             self.state, self.error, self.engine = "failed", str(e), None
             return
@@ -78,6 +82,11 @@ class Backend:
             f"model {options.model} ready on {engine.device} ({engine.dtype}) "
             f"in {time.perf_counter() - t0:.1f}s"
         )
+
+    def _load_now(self, options: EngineOptions) -> Engine:
+        """On the worker."""
+        self.loads += 1
+        return load(options.model, device=options.device, dtype=options.dtype)
 
     def close(self) -> None:
         """Stop: queued calls never start, running ones stop at their next pass."""
@@ -98,6 +107,7 @@ class Backend:
             "dtype": str(e.dtype).removeprefix("torch.") if e else None,
             "family": e.family if e else None,
             "model_threshold": e.threshold if e else None,  # τ when decode.threshold is null
+            "loads": self.loads,
             **counters,
         }
 

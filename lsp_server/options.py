@@ -2,7 +2,9 @@
 `dllm` section of `workspace/didChangeConfiguration`.
 
 Keys are the camelCase names editors use (`decode.blockSize`), nested or dotted. Every bad value
-is reported as a message and replaced by its default; the rest of the settings still apply.
+is reported as a message and replaced by its default; a value past what the server can honour is
+reported and used at its limit; the rest of the settings still apply. `fit_model` clamps, the
+same way, what only a loaded model can judge (spans against its positions).
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from infill_engine.params import CACHE_MODES, DECODE_POLICIES, InfillParams
+
+from .debounce import AdaptiveDebounce
+
+DEBOUNCE_CEILING_MS = AdaptiveDebounce.max_ms  # the longest any automatic trigger waits
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,11 @@ class ContextOptions:
 
 @dataclass(frozen=True)
 class CompletionOptions:
-    debounce_ms: float = 75.0  # base delay of automatic triggers; 0 = off; adapts as it learns
+    # The delay of automatic triggers until the typing rhythm is learnt; then it adapts to typing
+    # and model speed, never past DEBOUNCE_CEILING_MS (400): ghost text that waits longer after
+    # the last keystroke looks broken, and an editor can add its own delay. Higher values are
+    # clamped to it with a message. 0 = off. An invoked request never waits.
+    debounce_ms: float = 75.0
     candidates: int = 3  # the most items an invoked request returns
     languages: tuple[str, ...] = ("python",)
 
@@ -69,6 +79,14 @@ class Options:
     context: ContextOptions = field(default_factory=ContextOptions)
     completion: CompletionOptions = field(default_factory=CompletionOptions)
     token: str | None = None  # the shared secret a TCP client must send
+
+
+class OverLimit(ValueError):
+    """A value past what the server can honour: it is used at `limit`, with a message."""
+
+    def __init__(self, reason: str, limit: Any) -> None:
+        super().__init__(reason)
+        self.limit = limit
 
 
 def _text(v: Any) -> str:
@@ -105,6 +123,16 @@ def _or_none(check: Callable[[Any], float]) -> Callable[[Any], float | None]:
         return None if v is None else check(v)
 
     return maybe
+
+
+def _debounce(v: Any) -> float:
+    ms = _float_in(0.0, 60_000.0)(v)
+    if ms > DEBOUNCE_CEILING_MS:
+        raise OverLimit(
+            f"{ms:g} ms is over the {DEBOUNCE_CEILING_MS:g} ms the server waits at most",
+            DEBOUNCE_CEILING_MS,
+        )
+    return ms
 
 
 def _policy(v: Any) -> str:
@@ -145,7 +173,7 @@ _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("context", "prefix_tokens", "context.prefixTokens", _int_in(0, 32768)),
     ("context", "suffix_tokens", "context.suffixTokens", _int_in(0, 32768)),
     ("context", "max_document_chars", "context.maxDocumentChars", _int_in(1, 1 << 30)),
-    ("completion", "debounce_ms", "debounceMs", _float_in(0.0, 2000.0)),
+    ("completion", "debounce_ms", "debounceMs", _debounce),
     ("completion", "candidates", "candidates", _int_in(1, 8)),
     ("completion", "languages", "languages", _languages),
 ]
@@ -183,6 +211,9 @@ def parse_options(raw: Any, base: Options | None = None) -> tuple[Options, list[
             continue
         try:
             value = check(flat[key])
+        except OverLimit as e:
+            errors.append(f"setting {key!r}: {e}; using {e.limit!r}")
+            value = e.limit
         except ValueError as e:
             default = getattr(getattr(Options(), section), name)
             errors.append(f"setting {key!r}: {e}; using the default {default!r}")
@@ -191,6 +222,24 @@ def parse_options(raw: Any, base: Options | None = None) -> tuple[Options, list[
     if "token" in flat:
         opts = replace(opts, token=flat["token"] if isinstance(flat["token"], str) else None)
     return opts, errors
+
+
+def fit_model(opts: Options, positions: int) -> tuple[Options, list[str]]:
+    """The settings clamped to a model of `positions` positions, and one message per clamped
+    value. A span may take half the positions: the other half is the context around it, and
+    a span past all of them fails every request."""
+    limit = max(1, positions // 2)
+    clamped: dict[str, Any] = {}
+    notes = []
+    for name, key in (("max_span", "decode.maxSpan"), ("span", "decode.span")):
+        value = getattr(opts.decode, name)
+        if value is not None and value > limit:
+            notes.append(
+                f"setting {key!r}: {value} does not fit the model's {positions} positions "
+                f"(half are kept for context); using {limit}"
+            )
+            clamped[name] = limit
+    return replace(opts, decode=replace(opts.decode, **clamped)), notes
 
 
 def describe(opts: Options, nested: bool = False) -> dict[str, Any]:

@@ -4,53 +4,36 @@ Every handler has one shape: get the document, convert the position (positions.p
 domain function, and map its result to an lsprotocol type. Bad input (unknown documents, out of
 range positions, invalid settings) gets an empty result or a message, never a crash.
 
-`Protocol` is where messages meet pygls. It answers every request that has an id: malformed
-params get -32602 InvalidParams and a malformed request object -32600 InvalidRequest, each with a
-short message and no traceback; a request before `initialize` gets -32002, one after `shutdown`
--32600. None of these is a popup: the client made the mistake, and the reply tells it so. It
-keeps the open documents in documents.py (pygls's workspace applies edits by other rules), and
-`exit` cancels all work and ends the session (over stdio, the process) with 1 unless `shutdown`
-came first.
+How messages are checked before they reach these handlers, and how the session exits, is
+protocol.py's. `DllmServer` holds the session's state: settings, documents, the engine. Settings
+in force are the user's clamped to the loaded model (each clamp told once); engine changes reload
+once the settings have been quiet for RELOAD_QUIET_S, so a burst of changes loads at most twice.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import logging
-import os
-import sys
 import uuid
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cattrs.errors import BaseValidationError
-from cattrs.v import transform_error
 from lsprotocol import types as lsp
 from pygls.exceptions import (
     FeatureRequestError,
     JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
-    JsonRpcInvalidRequest,
-    JsonRpcRequestCancelled,
-    JsonRpcServerNotInitialized,
 )
-from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import JsonRPCProtocol, LanguageServerProtocol, lsp_method
-from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
 from . import positions
 from .backend import Backend, NotReady
 from .commands import CommandError, Edit, fill_function_body, refine_selection, regenerate_selection
 from .completion import Ask, Completer
 from .documents import Document, Documents, clean
-from .options import Options, describe, parse_options
-
-if TYPE_CHECKING:
-    from collections.abc import Generator
+from .options import EngineOptions, Options, describe, fit_model, parse_options
+from .protocol import CLIENT_ERRORS, Protocol, why
 
 log = logging.getLogger("dllm-infill-ls")
 FILL_BODY = "dllm.fillFunctionBody"
@@ -58,179 +41,7 @@ REFACTOR = "dllm.refactorSelection"
 REFINE = "dllm.refineSelection"
 STATUS = "dllm/status"
 VERSION = "0.1.0"
-CLIENT_ERRORS = {-32700, -32602, -32601, -32600, -32800, -32002}  # the client's, not ours
-
-
-def why(error: Exception) -> str:
-    """A short reason for a failed structure: cattrs' paths ('... @ $.params.position')."""
-    reasons = transform_error(error) if isinstance(error, BaseValidationError) else [str(error)]
-    return "; ".join(reasons[:3])[:240] or type(error).__name__
-
-
-def _quick_exit(code: int) -> None:
-    """The last step of a stdio server's exit, after the readers have unwound and the engine's
-    worker has stopped: skip the interpreter's teardown of torch and a loaded model (seconds),
-    of which the client, gone by now, would see nothing."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
-
-
-class RawMessage(dict[str, Any]):
-    """A JSON-RPC message as received: a dict, with `jsonrpc` readable as readers expect."""
-
-    @property
-    def jsonrpc(self) -> Any:
-        return self.get("jsonrpc")
-
-
-class Protocol(LanguageServerProtocol):
-    """Negotiates the position encoding (utf-8 when the client offers it, else utf-16), checks
-    every message before pygls dispatches it, owns text sync, and exits promptly."""
-
-    _server: DllmServer
-    _exiting = False  # after exit nothing more is written: the client has stopped reading
-
-    def structure_message(self, data: dict[str, Any]) -> Any:
-        # json.loads' object_hook, called on every object bottom-up, nested ones too: keep them
-        # all raw, so that handle_message sees the whole message and can answer what is wrong.
-        return RawMessage(data) if "jsonrpc" in data else data
-
-    def handle_message(self, message: Any) -> None:
-        if isinstance(message, dict):
-            self._handle_raw(message)
-        elif hasattr(message, "jsonrpc"):  # structured already, by another reader
-            super().handle_message(message)
-        else:
-            self._reply_error(None, JsonRpcInvalidRequest("Invalid Request: not an object"))
-
-    def _send_data(self, data: Any) -> None:
-        if not self._exiting:
-            super()._send_data(data)
-
-    def _handle_raw(self, data: dict[str, Any]) -> None:
-        method, msg_id = data.get("method"), data.get("id")
-        id_ok = type(msg_id) in (int, str)
-        if "id" not in data and isinstance(method, str) and data.get("jsonrpc") == "2.0":
-            self._notification(method, data)
-        elif "method" not in data and id_ok and ("result" in data or "error" in data):
-            self._take_response(data)  # the client's reply to one of our requests
-        elif data.get("jsonrpc") != "2.0" or not isinstance(method, str) or not id_ok:
-            if "id" in data or "method" not in data:  # only a notification goes unanswered
-                bad = JsonRpcInvalidRequest("Invalid Request: not a JSON-RPC 2.0 message")
-                self._reply_error(msg_id if id_ok else None, bad)
-        else:
-            self._request(msg_id, method, data)
-
-    def _request(self, msg_id: Any, method: str, data: dict[str, Any]) -> None:
-        if self._shutdown:
-            self._reply_error(msg_id, JsonRpcInvalidRequest("the server is shutting down"))
-            return
-        if self._workspace is None and method != lsp.INITIALIZE:
-            self._reply_error(msg_id, JsonRpcServerNotInitialized("initialize first"))
-            return
-        kind = self.get_message_type(method)
-        if kind is None:  # ours (dllm/status) or unknown: params are optional and raw
-            message: Any = JsonRPCRequestMessage(msg_id, method, "2.0", data.get("params"))
-        else:
-            try:
-                message = self._converter.structure(data, kind)
-            except Exception as e:
-                log.warning("invalid params for %s: %s", method, why(e))
-                self._reply_error(msg_id, JsonRpcInvalidParams(f"Invalid Params: {why(e)}"))
-                return
-        super().handle_message(message)
-
-    def _notification(self, method: str, data: dict[str, Any]) -> None:
-        if method == lsp.EXIT:
-            self._exit()
-        if self._shutdown or self._workspace is None:
-            return  # LSP: dropped before initialize and after shutdown
-        if method == lsp.TEXT_DOCUMENT_DID_CHANGE:  # documents.py reads it change by change
-            self._server.change_document(data.get("params"))
-            return
-        kind = self.get_message_type(method)
-        try:
-            message = self._converter.structure(data, kind) if kind else None
-        except Exception as e:
-            log.warning("ignored %s with invalid params: %s", method, why(e))
-            return
-        super().handle_message(message or JsonRPCNotification(method, "2.0", data.get("params")))
-
-    def _take_response(self, data: dict[str, Any]) -> None:
-        try:
-            message = JsonRPCProtocol.structure_message(self, data)
-        except JsonRpcException as e:  # a reply we cannot read: fail the request that waits
-            future = self._request_futures.pop(data["id"], None)
-            if future is not None and not future.done():
-                future.set_exception(e)
-            return
-        super().handle_message(message)
-
-    def _reply_error(self, msg_id: int | str | None, error: JsonRpcException) -> None:
-        self._send_data(lsp.ResponseErrorMessage(id=msg_id, error=error.to_response_error()))
-
-    def _send_handler_result(self, future: Future[Any], *, msg_id: Any) -> None:
-        """pygls' reply, less the traceback: client errors are one log line, and our own errors
-        keep their traceback in our log, not in the reply."""
-        self._request_futures.pop(msg_id, None)
-        if future.cancelled():
-            self._reply_error(msg_id, JsonRpcRequestCancelled(f"request {msg_id!r} cancelled"))
-            return
-        error = future.exception()
-        if error is None:
-            self._send_response(msg_id, result=future.result())
-        elif isinstance(error, JsonRpcException):
-            log.warning("request %r: %s", msg_id, error.message)
-            self._reply_error(msg_id, JsonRpcException(error.message, error.code))
-        else:
-            log.error("request %r failed", msg_id, exc_info=error)
-            message = f"{type(error).__name__}: {error}"[:240]
-            self._reply_error(msg_id, JsonRpcInternalError(message))
-
-    @lsp_method(lsp.INITIALIZE)
-    def lsp_initialize(
-        self, params: lsp.InitializeParams
-    ) -> Generator[Any, Any, lsp.InitializeResult]:
-        general = params.capabilities.general
-        offered = general.position_encodings if general is not None else None
-        chosen = positions.choose_encoding([getattr(e, "value", str(e)) for e in offered or []])
-        if general is None:
-            params.capabilities.general = general = lsp.GeneralClientCapabilities()
-        general.position_encodings = [lsp.PositionEncodingKind(chosen)]
-        return (yield from super().lsp_initialize(params))
-
-    @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
-    def lsp_text_document__did_open(self, params: lsp.DidOpenTextDocumentParams) -> None:
-        d = params.text_document
-        self._server.documents.open(d.uri, d.language_id, d.version, d.text)
-
-    @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
-    def lsp_text_document__did_close(
-        self, params: lsp.DidCloseTextDocumentParams
-    ) -> Generator[Any, Any, None]:
-        self._server.documents.close(params.text_document.uri)
-        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CLOSE)) is not None:
-            yield handler, (params,), None
-
-    @lsp_method(lsp.EXIT)
-    def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
-        self._exit()
-        yield from ()
-
-    def _exit(self) -> None:
-        """Raise SystemExit: 0 after shutdown, else 1 (LSP). Over stdio it ends the process,
-        over TCP the session (tcp.py catches it). In-flight work is cancelled first, so the
-        engine's worker stops at its next pass instead of holding up the interpreter's exit."""
-        self._exiting = True
-        for future in list(self._request_futures.values()):
-            future.cancel()
-        self._server.stop_work()
-        code = 0 if self._shutdown else 1
-        if isinstance(self.writer, StdoutWriter):  # stdio: the session is the process
-            atexit.register(_quick_exit, code)  # registered last, so run first
-        raise SystemExit(code)
+RELOAD_QUIET_S = 0.5  # editors send a settings change per keystroke: reload once they stop
 
 
 class DllmServer(LanguageServer):
@@ -241,11 +52,14 @@ class DllmServer(LanguageServer):
             protocol_cls=Protocol,
             text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
         )
-        self.options = Options()
+        self.settings = Options()  # as the user gave them
+        self.options = self.settings  # in force: the settings, clamped to the loaded model
+        self._clamps: set[str] = set()  # the clamps the user has been told of
         self.documents = Documents()
         self.backend = Backend(self.log)
         self.completer = Completer(self.backend, self.log)
         self.load_task: asyncio.Task[None] | None = None
+        self._quiet_until = 0.0  # event-loop time before which no load starts
 
     @property
     def encoding(self) -> str:
@@ -295,21 +109,46 @@ class DllmServer(LanguageServer):
         self.window_show_message(lsp.ShowMessageParams(type=kind, message=f"dLLM: {message}"))
 
     def apply_settings(self, raw: Any, initial: bool = False) -> None:
-        old = self.options
-        self.options, errors = parse_options(raw, base=None if initial else old)
+        old = self.settings
+        self.settings, errors = parse_options(raw, base=None if initial else old)
         for e in errors:
             self.tell(e)
+        self.fit_settings()
+        if not initial and self.settings.engine != old.engine:
+            self.start_load(RELOAD_QUIET_S)
+
+    def fit_settings(self) -> None:
+        """Put the user's settings in force, clamped to the loaded model (once there is one).
+        Each clamp is told once, while it lasts: reloads and other changes do not repeat it."""
+        engine = self.backend.engine if self.backend.state == "ready" else None
+        if engine is None:
+            self.options, notes = self.settings, list(self._clamps)
+        else:
+            self.options, notes = fit_model(self.settings, engine.args.max_positions)
+        for note in notes:
+            if note not in self._clamps:
+                self.tell(note)
+        self._clamps = set(notes)
         self.completer.configure(self.options)
-        if not initial and self.options.engine != old.engine:
-            self.start_load()
 
-    def start_load(self) -> None:
-        if self.load_task is not None and not self.load_task.done():
-            self.load_task.cancel()
-        self.load_task = asyncio.get_running_loop().create_task(self._load())
+    def start_load(self, quiet_s: float = 0.0) -> None:
+        """Load the engine the settings name once they have been quiet for `quiet_s`. A burst of
+        changes coalesces: the load in flight runs to its end (a load cannot be stopped midway),
+        then one more loads the latest settings."""
+        loop = asyncio.get_running_loop()
+        self._quiet_until = loop.time() + quiet_s
+        if self.load_task is None or self.load_task.done():
+            self.load_task = loop.create_task(self._load_latest())
 
-    async def _load(self) -> None:
-        opts = self.options.engine
+    async def _load_latest(self) -> None:
+        loaded = None
+        while loaded != self.settings.engine:
+            while (wait := self._quiet_until - asyncio.get_running_loop().time()) > 0:
+                await asyncio.sleep(wait)
+            loaded = self.settings.engine
+            await self._load(loaded)
+
+    async def _load(self, opts: EngineOptions) -> None:
         token = await self.progress_token("dllm-load", "dLLM: loading model")
 
         def report(message: str) -> None:
@@ -318,12 +157,16 @@ class DllmServer(LanguageServer):
                     token, lsp.WorkDoneProgressReport(message=message, percentage=10)
                 )
 
-        await self.backend.load(opts, report)
-        ok = self.backend.state == "ready"
-        if token is not None:
-            done = "model ready" if ok else "model failed to load"
-            self.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=done))
-        if not ok:
+        try:
+            await self.backend.load(opts, report)
+        finally:  # a bar that begins also ends, even when the session exits mid-load
+            if token is not None:
+                done = {"ready": "model ready", "failed": "model failed to load"}
+                message = done.get(self.backend.state, "stopped")
+                self.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=message))
+        if self.backend.state == "ready":
+            self.fit_settings()
+        else:
             self.tell(
                 f"cannot load model {opts.model!r}: {self.backend.error}", lsp.MessageType.Error
             )
@@ -510,7 +353,7 @@ def build_server() -> DllmServer:
 
     @server.feature(lsp.SHUTDOWN)
     def shutdown(ls: DllmServer, params: Any) -> None:
-        ls.backend.close()
+        ls.stop_work()  # a reload still waiting for quiet settings never starts
 
     return server
 

@@ -3,8 +3,10 @@ message and fall back to the defaults, and the server keeps serving."""
 
 from __future__ import annotations
 
+import time
+
 import pytest_lsp
-from lsp_client import SERVER, start, status, wait_for
+from lsp_client import SERVER, inline, open_doc, start, status, wait_for
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
@@ -48,3 +50,41 @@ async def test_did_change_configuration(client: LanguageClient) -> None:
     assert s["settings"]["debounceMs"] == 75.0
     assert any("debounceMs" in m.message for m in client.messages)
     assert s["state"] == "ready"  # the engine settings did not change: no reload
+
+
+SOURCE = (
+    'def greet(name):\n    """Return a greeting for name."""\n    \n\n\nprint(greet("world"))\n'
+)
+URI = "file:///work/settings.py"
+
+
+async def test_a_span_past_the_model_is_one_warning_and_clamped(client: LanguageClient) -> None:
+    await start(client, settings={"decode": {"maxSpan": 512, "span": 512}})
+    await wait_for(lambda: any("maxSpan" in m.message for m in client.messages))
+    open_doc(client, URI, SOURCE)
+    items = await inline(client, URI, 2, 4)
+    assert items, "completions keep working at the model's limit"
+    s = await status(client)
+    warned = [m for m in client.messages if "maxSpan" in m.message]
+    assert len(warned) == 1 and "512" in warned[0].message and "384" in warned[0].message
+    assert warned[0].type == lsp.MessageType.Warning
+    assert any("decode.span" in m.message for m in client.messages)
+    assert s["settings"]["decode"]["maxSpan"] < 384
+    # a change of other settings while loaded does not repeat the warning
+    client.workspace_did_change_configuration(
+        lsp.DidChangeConfigurationParams(settings={"dllm": {"candidates": 2}})
+    )
+    assert (await status(client))["settings"]["candidates"] == 2
+    assert len([m for m in client.messages if "maxSpan" in m.message]) == 1
+
+
+async def test_debounce_over_its_ceiling_is_a_warning(client: LanguageClient) -> None:
+    await start(client, settings={"debounceMs": 1500})
+    await wait_for(lambda: any("debounceMs" in m.message for m in client.messages))
+    assert "400" in next(m.message for m in client.messages if "debounceMs" in m.message)
+    assert (await status(client))["settings"]["debounceMs"] == 400
+    open_doc(client, URI, SOURCE)
+    t0 = time.monotonic()
+    items = await inline(client, URI, 2, 4, invoked=False)
+    assert time.monotonic() - t0 >= 0.4  # an automatic trigger waits the ceiling
+    assert len(items) == 1
