@@ -98,7 +98,8 @@ def _code_points(segment: str, count: int, encoding: str) -> int:
     return _utf16_code_points(segment, count)
 
 
-def _line_end(text: str, start: int) -> int:
+def line_end(text: str, start: int) -> int:
+    """The offset of the line break (or the text's end) at or after start."""
     found = _BREAK.search(text, start)
     return len(text) if found is None else found.start()
 
@@ -122,7 +123,7 @@ def offset_at(text: str, line: int, character: int, encoding: str) -> int | None
     if start is None:
         return None
     # Every code point is at least one unit, so no more than `character` of them are needed.
-    end = min(_line_end(text, start), start + character)
+    end = min(line_end(text, start), start + character)
     return start + _code_points(text[start:end], character, encoding)
 
 
@@ -147,7 +148,7 @@ def line_at(text: str, offset: int) -> tuple[int, int]:
     if 0 < offset < len(text) and text[offset - 1] == "\r" and text[offset] == "\n":
         offset -= 1
     start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
-    return start, _line_end(text, offset)
+    return start, line_end(text, offset)
 
 
 def _line_number(text: str, offset: int) -> int:

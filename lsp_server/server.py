@@ -41,6 +41,7 @@ REFACTOR = "dllm.refactorSelection"
 REFINE = "dllm.refineSelection"
 STATUS = "dllm/status"
 VERSION = "0.1.0"
+LOAD_WAIT_S = 120.0  # the longest an inline request is held while the model loads
 RELOAD_QUIET_S = 0.5  # editors send a settings change per keystroke: reload once they stop
 
 
@@ -130,6 +131,14 @@ class DllmServer(LanguageServer):
                 self.tell(note)
         self._clamps = set(notes)
         self.completer.configure(self.options)
+
+    async def loaded(self, timeout: float) -> bool:
+        """Wait, at most `timeout` seconds, for a load in flight; True when the model is ready.
+        The caller's own cancellation (the editor moved on) still ends the wait."""
+        task = self.load_task
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=timeout)
+        return self.backend.state == "ready"
 
     def start_load(self, quiet_s: float = 0.0) -> None:
         """Load the engine the settings name once they have been quiet for `quiet_s`. A burst of
@@ -258,16 +267,36 @@ def build_server() -> DllmServer:
             return empty
         invoked = params.context.trigger_kind == lsp.InlineCompletionTriggerKind.Invoked
         ask = Ask(doc.uri, doc.text, offset, doc.language_id or "", invoked)
+        version = doc.version
         try:
             texts = await ls.completer.complete(ask, ls.options)
         except NotReady:
-            return empty
+            # A request that arrives while the model loads is held, not dropped: editors do not
+            # ask again by themselves, so an empty answer would mean no ghost text until the
+            # next keystroke. The editor cancels it if the user moves on.
+            if not await ls.loaded(LOAD_WAIT_S) or ls.document(doc.uri) is not doc:
+                return empty
+            if doc.version != version:
+                return empty  # the text changed while we waited: the position is stale
+            try:
+                texts = await ls.completer.complete(ask, ls.options)
+            except NotReady:
+                return empty
         except (ValueError, RuntimeError) as e:
             ls.log(f"inline completion failed: {e}", lsp.MessageType.Error)
             return empty
-        at = ls.position(doc.text, offset)
+        # Each item replaces the rest of the cursor's line with the fill followed by that rest:
+        # the same document as an insertion, in the shape editors render mid-line (VS Code
+        # draws the inserted parts as ghost text; Neovim 0.12 would otherwise overlay the
+        # text right of the cursor). At a line's end the range is empty.
+        eol = positions.line_end(doc.text, offset)
+        rest = doc.text[offset:eol]
+        at, end = ls.position(doc.text, offset), ls.position(doc.text, eol)
         return lsp.InlineCompletionList(
-            items=[lsp.InlineCompletionItem(insert_text=t, range=lsp.Range(at, at)) for t in texts]
+            items=[
+                lsp.InlineCompletionItem(insert_text=t + rest, range=lsp.Range(at, end))
+                for t in texts
+            ]
         )
 
     @server.feature(

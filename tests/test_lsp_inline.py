@@ -8,7 +8,17 @@ import time
 
 import pytest
 import pytest_lsp
-from lsp_client import SERVER, change_doc, inline, inline_params, item_text, open_doc, start, status
+from lsp_client import (
+    SERVER,
+    change_doc,
+    init_params,
+    inline,
+    inline_params,
+    item_text,
+    open_doc,
+    start,
+    status,
+)
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
@@ -46,6 +56,35 @@ async def test_completion_parses_with_the_document(client: LanguageClient) -> No
         ast.parse(apply(SOURCE, 2, 4, text))
     s = await status(client)
     assert s["model_calls"] == 1  # the candidates were decoded as one batch
+
+
+async def test_mid_line_items_replace_the_rest_of_the_line(client: LanguageClient) -> None:
+    """Mid-line, an item covers the cursor to the line's end and carries that text after the
+    fill: the same document as an insertion, in the shape editors render without hiding the
+    text right of the cursor."""
+    await start(client)
+    rest = "  # the greeting"
+    text = apply(SOURCE, 2, 4, rest)
+    open_doc(client, URI, text)
+    items = await inline(client, URI, 2, 4)
+    assert items
+    for item in items:
+        assert item.range == lsp.Range(
+            lsp.Position(line=2, character=4), lsp.Position(line=2, character=4 + len(rest))
+        )
+        new = item_text(item)
+        assert new.endswith(rest) and new[: -len(rest)].strip()
+        ast.parse(apply(SOURCE, 2, 4, new))  # the rest of the line was replaced by itself
+
+
+async def test_a_request_while_the_model_loads_is_answered_once_it_is_ready(
+    client: LanguageClient,
+) -> None:
+    await client.initialize_session(init_params())
+    open_doc(client, URI, SOURCE)
+    assert (await status(client))["state"] in ("idle", "loading")
+    items = await inline(client, URI, 2, 4)  # held, not dropped
+    assert items and (await status(client))["state"] == "ready"
 
 
 async def test_automatic_trigger_returns_one_item(client: LanguageClient) -> None:
