@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     # stdout carries the protocol in stdio mode: every log line goes to stderr.
     logging.basicConfig(level=a.log_level, stream=sys.stderr, format="%(levelname)s %(message)s")
+    # pygls logs every message in full (document text included) at INFO: only DEBUG shows it.
+    if a.log_level != "DEBUG":
+        logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.getLevelName(a.log_level)))
     if a.tcp is None:
         serve_stdio(build_server())
         return 0

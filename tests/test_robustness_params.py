@@ -33,9 +33,9 @@ class Raw:
     """A JSON-RPC peer on the server's stdio: sends any JSON, answers the server's requests
     (applyEdit, progress), and records replies, notifications and stderr."""
 
-    def __init__(self) -> None:
+    def __init__(self, cmd: list[str] | None = None) -> None:
         self.proc = subprocess.Popen(
-            SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            cmd or SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
         self.replies: dict[Any, queue.Queue[dict[str, Any]]] = {}
@@ -459,3 +459,25 @@ def test_exit_after_shutdown_is_0() -> None:
     finally:
         raw.close()
     assert code == 0 and took < 2.0
+
+
+def test_document_text_is_never_logged_above_debug() -> None:
+    """At INFO the log says what happens, never what the user wrote: pygls logs every message
+    in full at INFO (a completion item carries the rest of the cursor's line); it speaks only
+    at DEBUG here."""
+    marker = "zq_secret_marker_42"
+    raw = Raw([*SERVER[:-1], "INFO"])
+    try:
+        raw.start()
+        raw.open(
+            URI, SOURCE.replace("def mul(a, b):\n    \n", f"def mul(a, b):\n      # {marker}\n")
+        )
+        reply = raw.complete(URI, 5, 4)
+        assert reply["result"]["items"], reply  # the reply itself carries the marker
+        assert marker in json.dumps(reply)
+        raw.request("shutdown")
+    finally:
+        raw.close()
+    log = raw.stderr.decode(errors="replace")
+    assert "INFO" in log  # the level took effect: something was logged
+    assert marker not in log
