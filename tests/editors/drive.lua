@@ -1,0 +1,365 @@
+-- Drives the dllm plugin in a real headless Neovim; test_neovim.py runs it as
+--   nvim --clean --headless --cmd 'set rtp^=editors/nvim' \
+--     -c 'luafile tests/editors/drive.lua' sample.py
+-- Environment: DLLM_LS (server command), DLLM_RESULT (JSON lines are appended there), DLLM_T0
+-- (the wall time nvim was launched at, in seconds). Each step writes one
+-- {"step": ..., "ok": bool, ...} line; the last line is {"step": "done"}.
+
+local api = vim.api
+local uv = vim.uv or vim.loop
+local T0 = tonumber(os.getenv('DLLM_T0')) or 0
+local out = assert(io.open(assert(os.getenv('DLLM_RESULT')), 'a'))
+
+local function since_launch()
+  local s, us = uv.gettimeofday()
+  return s + us / 1e6 - T0
+end
+
+local function emit(t)
+  t.t = since_launch()
+  out:write(vim.json.encode(t), '\n')
+  out:flush()
+end
+
+local notes = {}
+local notify = vim.notify
+vim.notify = function(msg, level, opts)
+  table.insert(notes, { msg = msg, level = level })
+  return notify(msg, level, opts)
+end
+
+local function finish()
+  emit({ step = 'done', ok = true })
+  out:close()
+  vim.cmd('qa!')
+end
+
+local co
+local function sleep(ms)
+  vim.defer_fn(function()
+    local ok, err = coroutine.resume(co)
+    if not ok then
+      emit({ step = 'error', ok = false, error = tostring(err) })
+      finish()
+    end
+  end, ms)
+  coroutine.yield()
+end
+
+local function wait_for(timeout_s, cond)
+  local deadline = since_launch() + timeout_s
+  while true do
+    local v = cond()
+    if v then
+      return v
+    end
+    if since_launch() > deadline then
+      return nil
+    end
+    sleep(50)
+  end
+end
+
+local function keys(s, mode)
+  api.nvim_feedkeys(api.nvim_replace_termcodes(s, true, false, true), mode, false)
+end
+
+local function lines()
+  return api.nvim_buf_get_lines(0, 0, -1, true)
+end
+
+--- The ghost text shown in the buffer (ours or Neovim's own), as one string, or nil.
+local function ghost_text()
+  local spaces = api.nvim_get_namespaces()
+  for _, name in ipairs({ 'dllm.ghost', 'nvim.lsp.inline_completion' }) do
+    local ns = spaces[name]
+    if ns then
+      for _, m in ipairs(api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })) do
+        local d = m[4]
+        if d.virt_text then
+          local parts = {}
+          for _, chunk in ipairs(d.virt_text) do
+            table.insert(parts, chunk[1])
+          end
+          local text = table.concat(parts)
+          for _, vl in ipairs(d.virt_lines or {}) do
+            local line = {}
+            for _, chunk in ipairs(vl) do
+              table.insert(line, chunk[1])
+            end
+            text = text .. '\n' .. table.concat(line)
+          end
+          return (text:gsub(' %(%d+/%d+%)$', '')), name, m[2], m[3], d.virt_text_pos
+        end
+      end
+    end
+  end
+end
+
+local function status(client)
+  local result
+  require('dllm').request(client, 'dllm/status', {}, function(err, r)
+    result = err and { state = 'error', error = err.message } or r
+  end, 0)
+  return wait_for(10, function()
+    return result
+  end)
+end
+
+local function run()
+  local dllm = require('dllm')
+  emit({ step = 'version', ok = true, version = tostring(vim.version()) })
+
+  -- A command that is not executable: one warning, no error.
+  dllm.setup({ cmd = { '/nonexistent/dllm-infill-ls' } })
+  local warn = notes[#notes]
+  emit({
+    step = 'missing_cmd_warns',
+    ok = warn ~= nil
+      and warn.level == vim.log.levels.WARN
+      and warn.msg:find('not executable') ~= nil,
+    message = warn and warn.msg,
+  })
+
+  dllm.setup({
+    cmd = { assert(os.getenv('DLLM_LS')) },
+    init_options = { model = 'builtin', device = 'cpu' },
+    inline = os.getenv('DLLM_INLINE') or 'auto',
+  })
+  emit({ step = 'setup', ok = true, mode = dllm.inline_mode() })
+
+  local client = wait_for(30, function()
+    return dllm.client(0)
+  end)
+  emit({ step = 'attach', ok = client ~= nil, encoding = client and client.offset_encoding })
+  if not client then
+    return
+  end
+
+  local st = wait_for(240, function()
+    local s = status(client)
+    return s and (s.state == 'ready' or s.state == 'failed' or s.state == 'error') and s
+  end)
+  emit({ step = 'ready', ok = st ~= nil and st.state == 'ready', state = st and st.state })
+  if not st or st.state ~= 'ready' then
+    return
+  end
+
+  -- Inline completion at the blank line inside mean()'s body.
+  local before = lines()
+  local row = 3
+  assert(before[row] == '', 'fixture: line 3 should be blank')
+  api.nvim_win_set_cursor(0, { row, 0 })
+  -- Typed indentation, as at a fresh line of the body: the automatic request comes after it.
+  keys('i    ', 'n')
+  local ghost, source, grow, gcol, pos
+  wait_for(tonumber(os.getenv('DLLM_GHOST_WAIT') or 120), function()
+    ghost, source, grow, gcol, pos = ghost_text()
+    return ghost and ghost ~= ''
+  end)
+  emit({
+    step = 'ghost',
+    ok = ghost ~= nil and ghost ~= '',
+    text = ghost,
+    source = source,
+    at = grow and { grow, gcol },
+    pos = pos,
+    mode = api.nvim_get_mode().mode,
+  })
+  if not ghost then
+    local s = status(client)
+    emit({ step = 'debug', ok = false, status = s, last = require('dllm.ghost').last })
+    return
+  end
+
+  local tick = api.nvim_buf_get_changedtick(0)
+  keys('<C-l>', 'm')
+  wait_for(10, function()
+    return api.nvim_buf_get_changedtick(0) ~= tick
+  end)
+  local after = lines()
+  -- Expected: lines above and below unchanged, the ghost's text inserted at the cursor.
+  local expected = vim.list_slice(before, 1, row - 1)
+  local fill = vim.split(ghost, '\n', { plain = true })
+  local col = 4
+  before[row] = '    '
+  fill[1] = before[row]:sub(1, col) .. fill[1]
+  fill[#fill] = fill[#fill] .. before[row]:sub(col + 1)
+  vim.list_extend(expected, fill)
+  vim.list_extend(expected, vim.list_slice(before, row + 1, #before))
+  emit({
+    step = 'accept',
+    ok = not vim.deep_equal(after, before) and vim.deep_equal(after, expected),
+    inserted = table.concat(vim.list_slice(after, row, row + #fill - 1), '\n'),
+    expected = table.concat(fill, '\n'),
+    cursor = api.nvim_win_get_cursor(0),
+  })
+
+  keys('<Esc>', 'n')
+  wait_for(5, function()
+    return api.nvim_get_mode().mode == 'n'
+  end)
+  sleep(100)
+  emit({ step = 'cleared', ok = ghost_text() == nil, mode = api.nvim_get_mode().mode })
+
+  -- Mid-line, accept one word (<M-l>): it goes in at the cursor and the rest of the line stays.
+  before = lines()
+  local mrow, mcol = #before, 0
+  for i, l in ipairs(before) do
+    if l:match('^    return total') then
+      mrow, mcol = i, #'    return '
+    end
+  end
+  api.nvim_win_set_cursor(0, { mrow, mcol - 1 })
+  keys('a', 'n')
+  local word_ghost = wait_for(60, function()
+    local g = ghost_text()
+    return g ~= nil and g ~= '' and g
+  end)
+  if word_ghost then
+    tick = api.nvim_buf_get_changedtick(0)
+    keys('<M-l>', 'm')
+    wait_for(10, function()
+      return api.nvim_buf_get_changedtick(0) ~= tick
+    end)
+    local line = api.nvim_buf_get_lines(0, mrow - 1, mrow, true)[1]
+    local old = before[mrow]
+    local head, tail = old:sub(1, mcol), old:sub(mcol + 1)
+    local word = line:sub(#head + 1, #line - #tail)
+    emit({
+      step = 'accept_word',
+      ok = line:sub(1, #head) == head
+        and line:sub(-#tail) == tail
+        and word ~= ''
+        and word_ghost:sub(1, #word) == word,
+      ghost = word_ghost,
+      word = word,
+      line = line,
+    })
+  else
+    emit({ step = 'accept_word', ok = true, skipped = 'no completion offered mid-line' })
+  end
+  keys('<Esc>', 'n')
+  wait_for(5, function()
+    return api.nvim_get_mode().mode == 'n'
+  end)
+
+  -- <M-]>: the fallback asks for several candidates (an invoked request) and cycles them.
+  if dllm.inline_mode() == 'fallback' then
+    local ghost = require('dllm.ghost')
+    local saved = lines()
+    api.nvim_win_set_cursor(0, { 3, 0 }) -- '    return' since the accept above
+    keys('A ', 'n')
+    wait_for(5, function()
+      return api.nvim_get_mode().mode == 'i'
+    end)
+    sleep(400) -- past the automatic request's debounce, so the invoked one is the last
+    keys('<M-]>', 'm')
+    local first = wait_for(20, function()
+      return ghost.current()
+    end)
+    local shown = {}
+    local n = first and #require('dllm.ghost')._items() or 0
+    for _ = 1, n do
+      table.insert(shown, ghost.current())
+      keys('<M-]>', 'm')
+      sleep(50)
+    end
+    emit({
+      step = 'cycle',
+      ok = first ~= nil and (n < 2 or shown[1] ~= shown[2]) and ghost.current() == first,
+      candidates = n,
+      shown = shown,
+      last = not first and require('dllm.ghost').last or nil,
+    })
+    keys('<Esc>', 'n')
+    wait_for(5, function()
+      return api.nvim_get_mode().mode == 'n'
+    end)
+    api.nvim_buf_set_lines(0, 0, -1, true, saved) -- the later steps see the same text as on 0.12
+  end
+
+  -- :Dllm fill inside clamp(): the body after the docstring is rewritten.
+  before = lines()
+  local def
+  for i, l in ipairs(before) do
+    if l:match('^def clamp') then
+      def = i
+    end
+  end
+  api.nvim_win_set_cursor(0, { def + 2, 4 })
+  tick = api.nvim_buf_get_changedtick(0)
+  vim.cmd('Dllm fill')
+  wait_for(120, function()
+    return api.nvim_buf_get_changedtick(0) ~= tick
+  end)
+  after = lines()
+  emit({
+    step = 'fill',
+    ok = not vim.deep_equal(after, before)
+      and vim.deep_equal(vim.list_slice(after, 1, def + 1), vim.list_slice(before, 1, def + 1)),
+    body = table.concat(vim.list_slice(after, def + 2, #after), '\n'),
+  })
+
+  -- :Dllm regenerate with an instruction and :Dllm refine, on the lines of mean().
+  for _, case in ipairs({
+    { step = 'regenerate', cmd = '1,4Dllm regenerate add up the values' },
+    { step = 'refine', cmd = '1,4Dllm refine' },
+  }) do
+    before = lines()
+    tick = api.nvim_buf_get_changedtick(0)
+    dllm.last_command = nil
+    vim.cmd(case.cmd)
+    local answer = wait_for(60, function()
+      return dllm.last_command
+    end)
+    wait_for(5, function()
+      return api.nvim_buf_get_changedtick(0) ~= tick
+    end)
+    after = lines()
+    local result = answer and answer.result or {}
+    emit({
+      step = case.step,
+      -- The server answered the command; the builtin model may write nothing for a selection
+      -- (its message says so), and then the text stays.
+      ok = answer ~= nil
+        and answer.err == nil
+        and (result.applied or (result.message or ''):find('wrote nothing') ~= nil),
+      changed = not vim.deep_equal(after, before),
+      result = result,
+      text = table.concat(vim.list_slice(after, 1, 6), '\n'),
+    })
+  end
+
+  -- :Dllm status: one line.
+  local n = #notes
+  vim.cmd('Dllm status')
+  local line = wait_for(10, function()
+    return #notes > n and notes[#notes].msg
+  end)
+  emit({
+    step = 'status',
+    ok = type(line) == 'string' and line:match('^dllm: ready') ~= nil and not line:find('\n'),
+    line = line,
+  })
+end
+
+vim.defer_fn(function()
+  emit({ step = 'watchdog', ok = false, error = 'the script ran past 400 s' })
+  finish()
+end, 400000)
+
+co = coroutine.create(function()
+  local ok, err = xpcall(run, debug.traceback)
+  if not ok then
+    emit({ step = 'error', ok = false, error = tostring(err) })
+  end
+  finish()
+end)
+vim.schedule(function()
+  local ok, err = coroutine.resume(co)
+  if not ok then
+    emit({ step = 'error', ok = false, error = tostring(err) })
+    finish()
+  end
+end)
