@@ -4,6 +4,7 @@ pytest-lsp's client, the real engine and the builtin model."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -13,6 +14,20 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
 SERVER = [sys.executable, "-m", "lsp_server", "--log-level", "WARNING"]
+# One token per step over a long span, no cache, no early end: a request of many seconds.
+SLOW = {
+    "decode": {"policy": "fixed", "span": 300, "maxSpan": 300, "minTokens": 300, "cache": "none"}
+}
+
+
+def take_frame(buf: bytes) -> tuple[dict[str, Any] | None, bytes]:
+    """The first whole JSON-RPC frame in buf, and what follows it; (None, buf) if none yet."""
+    head, sep, rest = buf.partition(b"\r\n\r\n")
+    if sep:
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        if len(rest) >= length:
+            return dict(json.loads(rest[:length])), rest[length:]
+    return None, buf
 
 
 def init_params(

@@ -8,7 +8,7 @@ import asyncio
 import time
 
 import pytest_lsp
-from lsp_client import SERVER, inline, inline_params, open_doc, start, status
+from lsp_client import SERVER, SLOW, inline, inline_params, open_doc, start, status
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
@@ -20,10 +20,6 @@ URI = "file:///work/behaviour.py"
 SOURCE = (
     'def greet(name):\n    """Return a greeting for name."""\n    \n\n\nprint(greet("world"))\n'
 )
-# One token per step over a long span, no cache, no early end: a request of many seconds.
-SLOW = {
-    "decode": {"policy": "fixed", "span": 300, "maxSpan": 300, "minTokens": 300, "cache": "none"}
-}
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))

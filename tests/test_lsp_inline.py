@@ -10,6 +10,7 @@ import pytest
 import pytest_lsp
 from lsp_client import (
     SERVER,
+    SLOW,
     change_doc,
     init_params,
     inline,
@@ -127,17 +128,7 @@ async def test_disabled_language_is_empty(client: LanguageClient) -> None:
 
 
 async def test_cancel_stops_the_engine(client: LanguageClient) -> None:
-    # One token per step over a long span, no cache, no early end: a request of many seconds.
-    slow = {
-        "decode": {
-            "policy": "fixed",
-            "span": 300,
-            "maxSpan": 300,
-            "minTokens": 300,
-            "cache": "none",
-        }
-    }
-    await start(client, settings=slow)
+    await start(client, settings=SLOW)
     open_doc(client, URI, SOURCE)
     reply = asyncio.ensure_future(  # a coroutine: sent only once it is scheduled
         client.protocol.send_request_async(

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lsp_client import SERVER
+from lsp_client import SERVER, take_frame
 
 PROBE_SECONDS = 20.0
 RSS_SLACK_MIB = 50
@@ -69,12 +69,9 @@ class Stdio:
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         while True:
-            head, sep, rest = self.buf.partition(b"\r\n\r\n")
-            if sep:
-                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-                if len(rest) >= length:
-                    self.buf = rest[length:]
-                    return dict(json.loads(rest[:length]))
+            message, self.buf = take_frame(self.buf)
+            if message is not None:
+                return message
             ready, _, _ = select.select([fd], [], [], timeout)
             if not ready:
                 return None

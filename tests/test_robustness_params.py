@@ -20,7 +20,7 @@ from typing import IO, Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lsp_client import SERVER, init_params
+from lsp_client import SERVER, SLOW, init_params
 from pygls.protocol import default_converter
 
 URI = "file:///work/robust.py"
@@ -410,16 +410,7 @@ def test_a_lone_surrogate_in_the_document_is_served(server: Raw) -> None:
 def test_exit_without_shutdown_during_a_request_is_quick_quiet_and_1() -> None:
     raw = Raw()
     try:
-        slow = {
-            "decode": {
-                "policy": "fixed",
-                "span": 300,
-                "maxSpan": 300,
-                "minTokens": 300,
-                "cache": "none",
-            }
-        }
-        raw.start(slow)
+        raw.start(SLOW)
         raw.open(URI, SOURCE)
         raw.send(
             {

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lsp_client import take_frame
 
 TOKEN = "s3cret"
 SECONDS = 20.0
@@ -68,12 +69,9 @@ class Client:
     def message(self) -> dict[str, Any] | None:
         """The next message, or None when the server closed the connection."""
         while True:
-            head, sep, rest = self.buf.partition(b"\r\n\r\n")
-            if sep:
-                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-                if len(rest) >= length:
-                    self.buf = rest[length:]
-                    return dict(json.loads(rest[:length]))
+            message, self.buf = take_frame(self.buf)
+            if message is not None:
+                return message
             try:
                 chunk = self.sock.recv(1 << 16)
             except ConnectionResetError:
