@@ -3,6 +3,7 @@ message and fall back to the defaults, and the server keeps serving."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest_lsp
@@ -49,7 +50,9 @@ async def test_did_change_configuration(client: LanguageClient) -> None:
     assert s["settings"]["decode"]["threshold"] == 0.7  # kept: the second change left it alone
     assert s["settings"]["debounceMs"] == 75.0
     assert any("debounceMs" in m.message for m in client.messages)
-    assert s["state"] == "ready"  # the engine settings did not change: no reload
+    await asyncio.sleep(0.8)  # past the 0.5 s a reload waits for quiet settings
+    s = await status(client)
+    assert s["state"] == "ready" and s["loads"] == 1  # the engine settings did not change
 
 
 SOURCE = (
