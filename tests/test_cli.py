@@ -63,6 +63,17 @@ def test_bench_reports_ratios_to_its_own_baseline(dream_dir: Path) -> None:
     assert dual["nfe_full"] == 2 and dual["nfe_block"] > 0  # one refresh per block of 8
 
 
+def test_bench_cache_rows_agree_with_the_baseline_on_the_builtin_model() -> None:
+    """At τ = 1.0 (one token per step) the cache rows differ from the baseline only by what the
+    caches approximate: on the shipped model that is close to nothing (docs/builtin-model.md)."""
+    p = run_cli("bench", "--spans", "64", "--thresholds", "1.0", "--json")
+    assert p.returncode == 0, p.stderr
+    rows = {r["cache"]: r for r in json.loads(p.stdout) if r["decode"] == "threshold"}
+    assert rows["none"]["agree"] == 1.0  # the same decode as the baseline, every pass full
+    assert rows["prefix"]["agree"] >= 0.9 and rows["dual"]["agree"] >= 0.9, rows
+    assert rows["dual"]["nfe_block"] > 0 and rows["dual"]["nfe_full"] < rows["none"]["nfe_full"]
+
+
 def test_bench_threshold_curve_has_every_cache_at_every_tau(dream_dir: Path) -> None:
     p = run_cli("bench", "--model", str(dream_dir), "--spans", "16", "--block-size", "8",
                 "--context", "24", "--thresholds", "0.5,1.0", "--json")  # fmt: skip
