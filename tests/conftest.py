@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_lsp
 import torch
+from lsp_client import SERVER
+from pytest_lsp import ClientServerConfig, LanguageClient
 from safetensors.torch import save_file
 
 VOCAB = 320
@@ -218,3 +221,10 @@ def dream_engine(dream_dir: Path) -> Any:
     from infill_engine import load
 
     return load(str(dream_dir), device="cpu")
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
+    """The real server over stdio with pytest-lsp's client; shut down after the test."""
+    yield
+    await lsp_client.shutdown_session()

@@ -14,6 +14,8 @@ from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
 SERVER = [sys.executable, "-m", "lsp_server", "--log-level", "WARNING"]
+# A function with an empty body line (line 2, character 4): the builtin model completes there.
+GREET = 'def greet(name):\n    """Return a greeting for name."""\n    \n\n\nprint(greet("world"))\n'
 # One token per step over a long span, no cache, no early end: a request of many seconds.
 SLOW = {
     "decode": {"policy": "fixed", "span": 300, "maxSpan": 300, "minTokens": 300, "cache": "none"}

@@ -7,25 +7,16 @@ from __future__ import annotations
 import asyncio
 import time
 
-import pytest_lsp
-from lsp_client import SERVER, SLOW, inline, inline_params, open_doc, start, status
+from lsp_client import GREET as SOURCE
+from lsp_client import SLOW, inline, inline_params, open_doc, start, status
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 from lsp_server.completion import Ask, Completer
 from lsp_server.options import parse_options
 
 URI = "file:///work/behaviour.py"
-SOURCE = (
-    'def greet(name):\n    """Return a greeting for name."""\n    \n\n\nprint(greet("world"))\n'
-)
-
-
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
-async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
-    yield
-    await lsp_client.shutdown_session()
 
 
 async def test_a_request_gone_stale_in_the_debounce_never_reaches_the_model(

@@ -5,17 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import pytest_lsp
 import torch
-from lsp_client import SERVER, init_params, inline, open_doc, start, status, wait_for
+from lsp_client import init_params, inline, open_doc, start, status, wait_for
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient
-
-
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
-async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
-    yield
-    await lsp_client.shutdown_session()
+from pytest_lsp import LanguageClient
 
 
 async def test_capabilities_are_advertised(client: LanguageClient) -> None:

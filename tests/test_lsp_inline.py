@@ -7,9 +7,10 @@ import asyncio
 import time
 
 import pytest
-import pytest_lsp
 from lsp_client import (
-    SERVER,
+    GREET as SOURCE,
+)
+from lsp_client import (
     SLOW,
     change_doc,
     init_params,
@@ -22,18 +23,9 @@ from lsp_client import (
 )
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 URI = "file:///work/example.py"
-SOURCE = (
-    'def greet(name):\n    """Return a greeting for name."""\n    \n\n\nprint(greet("world"))\n'
-)
-
-
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
-async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
-    yield
-    await lsp_client.shutdown_session()
 
 
 def apply(text: str, line: int, character: int, insert: str) -> str:

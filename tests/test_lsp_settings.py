@@ -6,16 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-import pytest_lsp
-from lsp_client import SERVER, inline, open_doc, start, status, wait_for
+from lsp_client import GREET as SOURCE
+from lsp_client import inline, open_doc, start, status, wait_for
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient
-
-
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
-async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
-    yield
-    await lsp_client.shutdown_session()
+from pytest_lsp import LanguageClient
 
 
 async def test_invalid_initialization_options_are_messages_and_defaults(
@@ -55,9 +49,6 @@ async def test_did_change_configuration(client: LanguageClient) -> None:
     assert s["state"] == "ready" and s["loads"] == 1  # the engine settings did not change
 
 
-SOURCE = (
-    'def greet(name):\n    """Return a greeting for name."""\n    \n\n\nprint(greet("world"))\n'
-)
 URI = "file:///work/settings.py"
 
 

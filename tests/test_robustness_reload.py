@@ -12,20 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest_lsp
-from lsp_client import SERVER, inline, open_doc, start, status
+from lsp_client import inline, open_doc, start, status
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 URI = "file:///work/reload.py"
 SOURCE = 'def greet(name):\n    """Return a greeting for name."""\n    \n'
 LOAD_TITLE = "dLLM: loading model"
-
-
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
-async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
-    yield
-    await lsp_client.shutdown_session()
 
 
 def rss_mib(client: LanguageClient) -> float:

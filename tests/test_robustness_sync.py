@@ -19,13 +19,12 @@ import re
 from typing import Any
 
 import pytest
-import pytest_lsp
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from lsp_client import SERVER, inline, open_doc, plain, start
+from lsp_client import inline, open_doc, plain, start
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp import LanguageClient
 
 from lsp_server.documents import Documents
 
@@ -254,12 +253,6 @@ def test_a_bad_change_keeps_the_ones_before_it_and_marks_the_document() -> None:
 
 
 # -- end to end ----------------------------------------------------------------------------------
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
-async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
-    yield
-    await lsp_client.shutdown_session()
-
-
 def change(version: int, *edits: tuple[int, int, int, int, str]) -> lsp.DidChangeTextDocumentParams:
     return lsp.DidChangeTextDocumentParams(
         text_document=lsp.VersionedTextDocumentIdentifier(uri=URI, version=version),
