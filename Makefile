@@ -19,8 +19,8 @@ demo: $(STAMP)
 	$(VENV)/bin/dllm-infill fill examples/hole.py --line 3 --col 5 --json
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check infill_engine lsp_server tests
-	$(VENV)/bin/ruff format --check infill_engine lsp_server tests
+	$(VENV)/bin/ruff check infill_engine lsp_server grammars tests
+	$(VENV)/bin/ruff format --check infill_engine lsp_server grammars tests
 	$(VENV)/bin/mypy
 
 test: lint

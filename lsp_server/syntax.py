@@ -1,35 +1,24 @@
 """Syntax services from tree-sitter: does a text parse, and where is the body of the function
-around a position. Grammars come from the individual `tree-sitter-<lang>` wheels, so nothing is
-downloaded at run time; a language without a wheel simply has no syntax services.
+around a position. The grammars and their queries belong to the `grammars` package (the
+individual `tree-sitter-<lang>` wheels, so nothing is downloaded at run time); a language
+without a grammar simply has no syntax services.
 """
 
 from __future__ import annotations
 
-import importlib
+import re
 from dataclasses import dataclass
-from functools import cache
 
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Node, Parser, QueryCursor
+
+import grammars
 
 from . import positions
-
-# languageId -> (wheel module, its language function)
-GRAMMARS: dict[str, tuple[str, str]] = {"python": ("tree_sitter_python", "language")}
-FUNCTION_NODES: dict[str, frozenset[str]] = {
-    "python": frozenset({"function_definition"}),
-}
+from .postprocess import Indent, detect_indent
 
 
-@cache
 def parser_for(language_id: str) -> Parser | None:
-    spec = GRAMMARS.get(language_id)
-    if spec is None:
-        return None
-    try:
-        module = importlib.import_module(spec[0])
-    except ImportError:
-        return None
-    return Parser(Language(getattr(module, spec[1])()))
+    return grammars.parser(language_id)
 
 
 def parses(text: str, language_id: str) -> bool | None:
@@ -51,20 +40,36 @@ class BodyHole:
 
 
 def function_body(text: str, offset: int, language_id: str) -> BodyHole | None:
-    """The body of the innermost function around offset, after its docstring if it has one."""
-    parser = parser_for(language_id)
-    kinds = FUNCTION_NODES.get(language_id)
-    if parser is None or kinds is None:
+    """The body of the innermost function around offset: for an indented body (Python) its
+    statements after the docstring, for a braced one the lines between the braces."""
+    spec, parser = grammars.spec(language_id), parser_for(language_id)
+    query = grammars.query(language_id, "functions")
+    if spec is None or parser is None or query is None:
         return None
     root = parser.parse(text.encode("utf-8")).root_node
-    node = _enclosing(root, positions.byte_offset(text, offset), kinds)
-    if node is None:
-        node = _function_above_blank_line(text, offset, root, kinds)
-    if node is None:
+    # function node id -> (its body, its name); a function matched twice (once named through
+    # the variable it is bound to) keeps the name.
+    functions: dict[int, tuple[Node, str]] = {}
+    for _, match in QueryCursor(query).matches(root):
+        function, named = match["function"][0], match.get("name", [None])[0]
+        if named is not None or function.id not in functions:
+            label = named.text.decode("utf-8", "replace") if named and named.text else "?"
+            functions[function.id] = (match["body"][0], label)
+    found = _enclosing(root, positions.byte_offset(text, offset), functions)
+    if found is None and spec.block_style == "indent":
+        found = _function_above_blank_line(text, offset, root, functions)
+    if found is None:
         return None
-    body = node.child_by_field_name("body")
-    name = node.child_by_field_name("name")
-    if body is None or not body.named_children:
+    body, name = functions[found.id]
+    if spec.block_style == "indent":
+        return _indented_body(text, body, name)
+    return _braced_body(text, body, name)
+
+
+def _indented_body(text: str, body: Node, name: str) -> BodyHole | None:
+    """The statements of the block after its docstring, whole lines with their indentation; an
+    empty hole below a docstring that is the whole body."""
+    if not body.named_children:
         return None
     stmts = body.named_children
     first = stmts[0]
@@ -73,28 +78,58 @@ def function_body(text: str, offset: int, language_id: str) -> BodyHole | None:
     start_byte = stmts[0].start_byte if stmts else first.end_byte
     start = positions.offset_from_byte(text, start_byte)
     line_start, _ = positions.line_at(text, start)
-    indent_line = positions.line_at(text, positions.offset_from_byte(text, first.start_byte))
-    line = text[indent_line[0] : indent_line[1]]
-    indent = line[: len(line) - len(line.lstrip(" \t"))]
+    indent = _indentation(text, positions.offset_from_byte(text, first.start_byte))
     if stmts and text[line_start:start].strip() == "":
         start = line_start  # regenerate whole lines, indentation included
     elif not stmts:
         nl = text.find("\n", start)
         start = len(text) if nl < 0 else nl + 1  # only a docstring: the body goes after it
     end = positions.offset_from_byte(text, body.end_byte) if stmts else start
-    label = name.text.decode("utf-8", "replace") if name is not None and name.text else "?"
-    return BodyHole(start, end, indent, label)
+    return BodyHole(start, end, indent, name)
 
 
-def _enclosing(root: Node, byte: int, kinds: frozenset[str]) -> Node | None:
+def _braced_body(text: str, body: Node, name: str) -> BodyHole:
+    """Inside the braces: from the line after the `{` to the start of the `}` line, or the text
+    between the braces where statements share a line with them (`{ return 1; }`)."""
+    opened = positions.offset_from_byte(text, body.start_byte) + 1  # just after the "{"
+    closed = positions.offset_from_byte(text, body.end_byte)
+    if text[closed - 1 : closed] == "}":
+        closed -= 1  # else the "}" is missing and the body runs to the end of the node
+    inner = text[opened:closed]
+    stmts = [c for c in body.named_children if "comment" not in c.type]
+    first = positions.offset_from_byte(text, stmts[0].start_byte) if stmts else closed
+    nl = inner.find("\n")
+    if nl >= 0 and opened + nl < first:
+        start = opened + nl + 1  # a comment after the "{" stays with it
+    else:
+        start = opened + len(inner) - len(inner.lstrip())
+    line_start, _ = positions.line_at(text, closed)
+    end = line_start if not text[line_start:closed].strip() else opened + len(inner.rstrip())
+    if stmts:
+        indent = _indentation(text, first)
+    else:
+        outer = _indentation(text, opened - 1)
+        unit = detect_indent(text, Indent("\t", 1) if outer.startswith("\t") else Indent(" ", 4))
+        indent = outer + unit.char * unit.width
+    return BodyHole(start, max(start, end), indent, name)
+
+
+def _indentation(text: str, offset: int) -> str:
+    """The leading whitespace of the line holding offset."""
+    start, end = positions.line_at(text, offset)
+    line = text[start:end]
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _enclosing(root: Node, byte: int, functions: dict[int, tuple[Node, str]]) -> Node | None:
     node: Node | None = root.descendant_for_byte_range(byte, byte)
-    while node is not None and node.type not in kinds:
+    while node is not None and node.id not in functions:
         node = node.parent
     return node
 
 
 def _function_above_blank_line(
-    text: str, offset: int, root: Node, kinds: frozenset[str]
+    text: str, offset: int, root: Node, functions: dict[int, tuple[Node, str]]
 ) -> Node | None:
     """On a blank line below a function, indented deeper than its `def`: that function. The
     tree ends a function at its last statement, but an editor's cursor sits on the empty body
@@ -107,10 +142,10 @@ def _function_above_blank_line(
     before = len(text[:start].rstrip())
     if column == 0 or before == 0:
         return None
-    node = _enclosing(root, positions.byte_offset(text, before - 1), kinds)
+    node = _enclosing(root, positions.byte_offset(text, before - 1), functions)
     while node is not None and node.start_point.column >= column:
         node = node.parent  # the next function out
-        while node is not None and node.type not in kinds:
+        while node is not None and node.id not in functions:
             node = node.parent
     return node
 
@@ -138,3 +173,25 @@ def error_count(text: str, language_id: str) -> int | None:
             n += 1
         stack.extend(c for c in node.children if c.has_error or c.is_missing)
     return n
+
+
+_CUT = re.compile(r"\w+|\S")  # ends of words and symbols: where a single line may be cut
+
+
+def fit(prefix: str, text: str, suffix: str, language_id: str) -> str:
+    """The longest cut of text that adds no syntax error to prefix + suffix, or "" when every
+    cut adds one: nothing shown may break the document.
+
+    Cuts are at line ends and, on the first line, at word ends. prefix + suffix (a window of the
+    document) may not parse on its own, so a cut is clean when it has no more ERROR and MISSING
+    nodes than the window without any insertion. A language without a grammar is not checked.
+    """
+    if parser_for(language_id) is None:
+        return text
+    before = error_count(prefix + suffix, language_id) or 0
+    cuts = [m.end() for m in _CUT.finditer(text.split("\n", 1)[0])]
+    cuts += [i for i, c in enumerate(text) if c == "\n" and i > 0]
+    for cut in sorted(set(cuts) | {len(text)}, reverse=True)[:24]:  # longest first
+        if (error_count(prefix + text[:cut] + suffix, language_id) or 0) <= before:
+            return text[:cut]
+    return ""

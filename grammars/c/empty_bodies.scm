@@ -1,0 +1,7 @@
+; Braces with nothing between them, not even a comment (the anchors make "{" and "}"
+; the first and last children, with no named node between them).
+[
+  (compound_statement . "{" . "}" .)
+  (field_declaration_list . "{" . "}" .)
+  (enumerator_list . "{" . "}" .)
+] @body

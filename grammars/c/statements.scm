@@ -1,0 +1,24 @@
+[
+  (expression_statement)
+  (return_statement)
+  (if_statement)
+  (for_statement)
+  (while_statement)
+  (do_statement)
+  (switch_statement)
+  (case_statement)
+  (break_statement)
+  (continue_statement)
+  (goto_statement)
+  (labeled_statement)
+  (attributed_statement)
+  (seh_try_statement)
+  (seh_leave_statement)
+] @statement
+
+; A declaration is a statement in a block, not at file scope or as a for loop's initializer.
+(compound_statement
+  [
+    (declaration)
+    (type_definition)
+  ] @statement)

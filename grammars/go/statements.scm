@@ -1,0 +1,25 @@
+; Go's statement kinds, the simple statements of an if or for header included (the spec
+; calls them statements too); type declarations are not statements here.
+[
+  (expression_statement)
+  (send_statement)
+  (inc_statement)
+  (dec_statement)
+  (assignment_statement)
+  (short_var_declaration)
+  (var_declaration)
+  (const_declaration)
+  (return_statement)
+  (if_statement)
+  (for_statement)
+  (expression_switch_statement)
+  (type_switch_statement)
+  (select_statement)
+  (go_statement)
+  (defer_statement)
+  (break_statement)
+  (continue_statement)
+  (goto_statement)
+  (fallthrough_statement)
+  (labeled_statement)
+] @statement

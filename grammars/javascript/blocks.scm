@@ -1,0 +1,5 @@
+[
+  (statement_block)
+  (class_body)
+  (switch_body)
+] @block

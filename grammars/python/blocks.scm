@@ -1,0 +1,2 @@
+; Bodies of defs, classes and compound statements alike.
+(block) @block
