@@ -66,5 +66,6 @@ def load(
         family=loaded.family.name,
         path=loaded.path,
         threshold=loaded.threshold,
-        reserved_ids=loaded.reserved_ids,
+        expand_id=loaded.expand_id,
+        delete_id=loaded.delete_id,
     )

@@ -7,10 +7,10 @@ loop; decode policies and caches live in decode.py and cache.py.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -18,16 +18,36 @@ from torch import Tensor
 from .models import DiffusionTransformer
 from .params import DEFAULT_THRESHOLD, InfillParams, InfillResult
 from .runner import BlockRunner, Observer, Row
+from .stop import StopRule
 
 DEFAULT_PARAMS = InfillParams()
 
 
 @dataclass(frozen=True)
 class InfillRequest:
-    prefix: str
-    suffix: str
+    """One hole, encoded once: what the block loop runs. `Engine.request` builds it from text
+    and a span plan; token-level callers (bench, evaluation) build it from ids directly."""
+
+    prefix_ids: tuple[int, ...]
+    suffix_ids: tuple[int, ...]
+    span: int  # the masks placed at the start
     params: InfillParams = DEFAULT_PARAMS
     cancel: threading.Event | None = None
+    # The construct the span fills, from the plan: the span stops at its end ("syntax") and, while
+    # it is still open, a full span grows by a block at a time up to max_span.
+    stop: StopRule | None = None
+    max_span: int = 0  # the most masks the span may reach by growth or expand (0: span)
+
+
+class SpanPlanLike(Protocol):
+    """What the engine reads from a span plan (planner.SpanPlan)."""
+
+    @property
+    def span(self) -> int: ...
+    @property
+    def max_span(self) -> int: ...
+    @property
+    def stop(self) -> StopRule: ...
 
 
 RequestLike = InfillRequest | tuple[str, str] | tuple[str, str, InfillParams | None]
@@ -71,6 +91,8 @@ class Engine:
         path: Path | None = None,
         threshold: float | None = None,
         reserved_ids: Sequence[int] = (),
+        expand_id: int | None = None,
+        delete_id: int | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -84,8 +106,12 @@ class Engine:
         # τ for requests that leave it to the model (InfillParams.threshold None)
         self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
         self.args = model.args
-        self.reserved_ids = tuple(reserved_ids)
-        self.runner = BlockRunner(model, mask_id, self.end_ids, self.reserved_ids)
+        self.expand_id, self.delete_id = expand_id, delete_id
+        controls = [i for i in (expand_id, delete_id) if i is not None]
+        self.reserved_ids = tuple(dict.fromkeys([*reserved_ids, *controls]))
+        self.runner = BlockRunner(
+            model, mask_id, self.end_ids, self.reserved_ids, expand_id, delete_id
+        )
         self._lock = threading.Lock()  # one decode loop at a time on this model
 
     @property
@@ -114,32 +140,70 @@ class Engine:
         params: InfillParams | None = None,
         cancel: threading.Event | None = None,
         observer: Observer | None = None,
+        plan: SpanPlanLike | None = None,
     ) -> InfillResult:
-        request = InfillRequest(prefix, suffix, params or DEFAULT_PARAMS, cancel)
-        return self.infill_batch([request], observer=observer)[0]
+        request = self.request(prefix, suffix, params, plan=plan, cancel=cancel)
+        return self.run([request], observer=observer)[0]
 
     def infill_batch(
         self, requests: Sequence[RequestLike], observer: Observer | None = None
     ) -> list[InfillResult]:
-        reqs = [_as_request(r) for r in requests]
-        items = []
-        for r in reqs:
-            span = r.params.span
-            if span == "auto":
-                span = auto_span(r.prefix, r.suffix, r.params.max_span)
-            items.append((self.encode(r.prefix), self.encode(r.suffix), span, r.params, r.cancel))
-        return self.infill_ids(items, observer=observer)
+        return self.run([self._as_request(r) for r in requests], observer=observer)
 
-    # -- token-level entry (bench, evaluation, random-init models without a tokenizer) ------------
-    def infill_ids(
+    def request(
         self,
-        items: Sequence[tuple[list[int], list[int], int, InfillParams, threading.Event | None]],
-        observer: Observer | None = None,
+        prefix: str,
+        suffix: str,
+        params: InfillParams | None = None,
+        plan: SpanPlanLike | None = None,
+        cancel: threading.Event | None = None,
+    ) -> InfillRequest:
+        return self.requests(prefix, suffix, [params or DEFAULT_PARAMS], plan, cancel)[0]
+
+    def requests(
+        self,
+        prefix: str,
+        suffix: str,
+        params: Sequence[InfillParams],
+        plan: SpanPlanLike | None = None,
+        cancel: threading.Event | None = None,
+    ) -> list[InfillRequest]:
+        """Encode a hole once, for one request per params (say, several span lengths).
+
+        The span is the params' int, else the plan's, else the line/indent heuristic; the plan
+        also brings the construct's stop rule and the most the span may grow to."""
+        prefix_ids, suffix_ids = tuple(self.encode(prefix)), tuple(self.encode(suffix))
+        out = []
+        for p in params:
+            if isinstance(p.span, int):
+                span = p.span
+            elif plan is not None:
+                span = min(plan.span, p.max_span)
+            else:
+                span = auto_span(prefix, suffix, p.max_span)
+            room = p.max_span if plan is None else min(plan.max_span, p.max_span)
+            grows = plan is not None or p.expand
+            out.append(
+                InfillRequest(
+                    prefix_ids,
+                    suffix_ids,
+                    span,
+                    p,
+                    cancel,
+                    stop=plan.stop if plan is not None else None,
+                    max_span=max(span, room) if grows else span,
+                )
+            )
+        return out
+
+    def run(
+        self, requests: Sequence[InfillRequest], observer: Observer | None = None
     ) -> list[InfillResult]:
-        rows = [self._row(*item) for item in items]
+        """Decode encoded holes together: they share forward passes until each one ends."""
+        rows = [self._row(r) for r in requests]
         with self._lock:
             self.runner.run(rows, observer=observer)
-        return [self._result(row) for row in rows]
+        return [self._result(row, r) for row, r in zip(rows, requests, strict=True)]
 
     def refine(
         self,
@@ -165,8 +229,12 @@ class Engine:
         base = params or DEFAULT_PARAMS
         # No end token may land inside: the end rule would erase the user's text after it.
         n_ids = len(ids)
-        p = replace(base, span=n_ids, max_span=max(base.max_span, n_ids), min_tokens=n_ids)
-        row = self._row(self.encode(prefix), self.encode(suffix), n_ids, p, cancel)
+        p = replace(
+            base, span=n_ids, max_span=max(base.max_span, n_ids), min_tokens=n_ids, expand=False
+        )
+        row = self._row(
+            InfillRequest(tuple(self.encode(prefix)), tuple(self.encode(suffix)), n_ids, p, cancel)
+        )
         lo, hi = row.span_start, row.span_end
         row.canvas[lo:hi] = torch.tensor(ids, device=row.canvas.device)
         with self._lock:
@@ -189,7 +257,7 @@ class Engine:
 
     def encode(self, text: str) -> list[int]:
         if self.tokenizer is None:
-            raise ValueError("this engine has no tokenizer; use infill_ids with token ids")
+            raise ValueError("this engine has no tokenizer; use run() with token ids")
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
 
     def decode_ids(self, ids: Sequence[int]) -> str:
@@ -198,21 +266,15 @@ class Engine:
         return str(self.tokenizer.decode(list(ids), clean_up_tokenization_spaces=False))
 
     # -- internals ------------------------------------------------------------------------------
-    def _row(
-        self,
-        prefix: list[int],
-        suffix: list[int],
-        span: int,
-        params: InfillParams,
-        cancel: threading.Event | None,
-    ) -> Row:
+    def _row(self, r: InfillRequest) -> Row:
         limit = self.args.max_positions
-        if span > limit:
-            raise ValueError(f"span {span} exceeds the model's {limit} positions")
-        prefix, suffix = fit_context(prefix, suffix, limit - span)
+        if r.span > limit:
+            raise ValueError(f"span {r.span} exceeds the model's {limit} positions")
+        prefix, suffix = fit_context(list(r.prefix_ids), list(r.suffix_ids), limit - r.span)
+        params = r.params
         if params.threshold is None:
             params = replace(params, threshold=self.threshold)
-        canvas = torch.tensor(prefix + [self.mask_id] * span + suffix, dtype=torch.long)
+        canvas = torch.tensor(prefix + [self.mask_id] * r.span + suffix, dtype=torch.long)
         generator = None
         if params.temperature > 0:
             generator = torch.Generator(device=self.device)
@@ -220,22 +282,49 @@ class Engine:
                 generator.manual_seed(params.seed)
             else:
                 generator.seed()
+        variable = params.expand and (self.expand_id is not None or self.delete_id is not None)
         return Row(
             canvas=canvas.to(self.device),
             span_start=len(prefix),
-            span_end=len(prefix) + span,
+            span_end=len(prefix) + r.span,
             params=params,
-            cancel=cancel,
+            cancel=r.cancel,
             generator=generator,
+            max_span=r.max_span,
+            limit=limit,
+            stop=self._stop_fn(r.stop) if r.stop is not None and r.stop.kind != "none" else None,
+            variable=variable,
         )
 
-    def _result(self, row: Row) -> InfillResult:
+    def _stop_fn(self, rule: StopRule) -> Callable[[list[int]], int | None]:
+        """The rule on token ids: how many ids to keep so that their text reaches the cut."""
+
+        def keep(ids: list[int]) -> int | None:
+            cut = rule.cut(self.decode_ids(ids))
+            if cut is None:
+                return None
+            lo, hi = 0, len(ids)  # the fewest ids whose text is at least `cut` long
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if len(self.decode_ids(ids[:mid])) >= cut:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return lo
+
+        return keep
+
+    def _result(self, row: Row, request: InfillRequest) -> InfillResult:
         stop = row.end_at if row.end_at is not None else row.span_end
         ids = [t for t in row.canvas[row.span_start : stop].tolist() if t != self.mask_id]
         if row.stop_reason is None:
             raise RuntimeError("the block loop returned an unfinished row")
+        text = self.decode_ids(ids)
+        if row.cut and request.stop is not None:
+            cut = request.stop.cut(text)
+            text = text if cut is None else text[:cut]  # the last id may run past the end
         return InfillResult(
-            text=self.decode_ids(ids),
+            text=text,
             tokens=row.committed,
             nfe_full=row.nfe_full,
             nfe_block=row.nfe_block,
@@ -243,7 +332,18 @@ class Engine:
             stop_reason=row.stop_reason,
             token_ids=ids,
             span=row.span_end - row.span_start,
+            grown=row.grown,
+            edits=row.edits,
         )
+
+    def _as_request(self, r: RequestLike) -> InfillRequest:
+        if isinstance(r, InfillRequest):
+            return r
+        if len(r) == 2:
+            return self.request(r[0], r[1])
+        if len(r) == 3:
+            return self.request(r[0], r[1], r[2])
+        raise ValueError(f"a request is (prefix, suffix[, params]); got {len(r)} items")
 
 
 @dataclass(frozen=True)
@@ -254,13 +354,3 @@ class RefineResult:
     nfe: int  # forward passes, the scoring pass included
     stop_reason: str
     token_ids: list[int]  # the edited text's ids, one per original token
-
-
-def _as_request(r: RequestLike) -> InfillRequest:
-    if isinstance(r, InfillRequest):
-        return r
-    if len(r) == 2:
-        return InfillRequest(r[0], r[1])
-    if len(r) == 3:
-        return InfillRequest(r[0], r[1], r[2] or DEFAULT_PARAMS)
-    raise ValueError(f"a request is (prefix, suffix[, params]); got {len(r)} items")

@@ -41,8 +41,14 @@ class LoadedModel:
     end_ids: tuple[int, ...]
     path: Path
     threshold: float | None = None  # the τ the directory recommends (generation_config.json)
-    # ids the engine never commits: DreamOn's <|expand|>/<|delete|> where config.json names them
-    reserved_ids: tuple[int, ...] = ()
+    # DreamOn's <|expand|>/<|delete|>, from config.json or the tokenizer: never text; applied
+    # only by variable-length decoding (InfillParams.expand)
+    expand_id: int | None = None
+    delete_id: int | None = None
+
+    @property
+    def reserved_ids(self) -> tuple[int, ...]:
+        return tuple(i for i in (self.expand_id, self.delete_id) if i is not None)
 
 
 def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
@@ -230,10 +236,20 @@ def special_ids(
     return int(mask_id), tuple(ends)
 
 
-def reserved_ids(config: dict[str, Any], vocab: int) -> tuple[int, ...]:
-    """DreamOn's `expand_token_id` / `delete_token_id`: control tokens, never text."""
-    ids = [config.get("expand_token_id"), config.get("delete_token_id")]
-    return tuple(int(i) for i in ids if isinstance(i, int) and 0 <= i < vocab)
+CONTROL_TOKENS = (("expand_token_id", "<|expand|>"), ("delete_token_id", "<|delete|>"))
+
+
+def control_ids(config: dict[str, Any], tokenizer: Any | None, vocab: int) -> list[int | None]:
+    """DreamOn's expand and delete ids: config.json's `expand_token_id` / `delete_token_id`,
+    else the tokenizer's `<|expand|>` / `<|delete|>` tokens. An id outside the vocabulary is
+    dropped."""
+    out: list[int | None] = []
+    for key, token in CONTROL_TOKENS:
+        i = config.get(key)
+        if not isinstance(i, int) and tokenizer is not None:
+            i = tokenizer.get_vocab().get(token)
+        out.append(int(i) if isinstance(i, int) and 0 <= i < vocab else None)
+    return out
 
 
 def build_model(
@@ -275,5 +291,5 @@ def load_model_dir(
         end_ids,
         path,
         read_threshold(path),
-        reserved_ids(config, args.vocab_size),
+        *control_ids(config, tokenizer, args.vocab_size),
     )

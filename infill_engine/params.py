@@ -39,6 +39,10 @@ class InfillParams:
     # End tokens are never proposed at the first min_tokens span positions, so the completion has
     # at least that many tokens. An editor sets 1: an empty completion is never useful there.
     min_tokens: int = 0
+    # DreamOn's variable-length decoding, for a model whose tokenizer has <|expand|> and
+    # <|delete|>: a committed expand becomes two masks (up to max_span), a delete removes its
+    # position. Ignored for a model without them.
+    expand: bool = False
 
     def __post_init__(self) -> None:
         if self.span != "auto" and (
@@ -73,6 +77,8 @@ class InfillParams:
             raise ValueError(f"min_tokens must be an int >= 0, got {self.min_tokens!r}")
         if self.min_tokens < 0 or (isinstance(self.span, int) and self.min_tokens > self.span):
             raise ValueError(f"min_tokens must be in [0, span], got {self.min_tokens!r}")
+        if not isinstance(self.expand, bool):
+            raise ValueError(f"expand must be a bool, got {self.expand!r}")
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,9 @@ class InfillResult:
     elapsed_ms: float
     stop_reason: StopReason
     token_ids: list[int] = field(default_factory=list)  # the completion's ids, end tokens dropped
-    span: int = 0  # the span budget that was used
+    span: int = 0  # the span's length at the end (after any growth and expand/delete)
+    grown: int = 0  # masks appended because the construct was still open when the span filled
+    edits: int = 0  # expand/delete edits applied
 
     @property
     def nfe(self) -> int:

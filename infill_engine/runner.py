@@ -12,6 +12,18 @@ on. Rows finish, or are cancelled, independently; their cache rows are dropped a
 The end-token rule: once an end token is committed at span position e, every span position after
 e becomes an end token without any model call, and the text stops at e. A row whose span has no
 mask left is finished: no pass is ever spent after the end is decided.
+
+The span's length can move, in three ways, each only where the request allows it:
+- the stop rule (a request's `stop`, from the span planner): once the committed head of the span
+  closes the construct (a line's newline, a block's dedent or closing brace), the rest of the span
+  is filled as after an end token, and the row stops with "syntax";
+- growth: a span that fills with no end token while the construct is still open gets another block
+  of masks, up to `max_span`;
+- DreamOn's expand/delete (`variable`): a committed `<|expand|>` becomes two masks, a committed
+  `<|delete|>` removes its position.
+Each of these edits happens between passes and moves the suffix, so the row's next pass is a full
+one: it recomputes every position's K/V, and the cache never holds a key at a stale position. The
+cache is allocated at the longest canvas any of its rows may reach.
 """
 
 from __future__ import annotations
@@ -28,6 +40,10 @@ from . import decode
 from .cache import KVCache
 from .models.common import DiffusionTransformer
 from .params import InfillParams, StopReason
+
+# the committed head of a span (token ids, in order) -> how many of them to keep, once the
+# construct the span fills has ended; None while it is still open
+StopFn = Callable[[list[int]], int | None]
 
 
 @dataclass
@@ -51,9 +67,19 @@ class Row:
     slot: int = 0  # this row's index in the KVCache
     end_at: int | None = None  # canvas position of the first end token in the span
     trace: list[int] = field(default_factory=list)  # tokens committed per step
+    # a span whose length may move: up to max_span masks in all, the canvas within `limit`
+    max_span: int = 0  # 0: the span keeps the length it starts with
+    limit: int = 0  # the model's positions (0: no limit)
+    stop: StopFn | None = None  # the construct's end; growth needs it
+    variable: bool = False  # DreamOn expand/delete decoding
+    cut: bool = False  # the stop rule ended the span
+    checked: int = 0  # the head length the stop rule last saw
+    grown: int = 0  # masks appended by growth
+    edits: int = 0  # expand/delete edits applied
 
     def __post_init__(self) -> None:
         self.block_start = self.span_start
+        self.max_span = max(self.max_span, self.span_end - self.span_start)
 
     @property
     def length(self) -> int:
@@ -66,6 +92,16 @@ class Row:
     @property
     def uses_cache(self) -> bool:
         return self.params.cache != "none"
+
+    @property
+    def span_len(self) -> int:
+        return self.span_end - self.span_start
+
+    @property
+    def max_length(self) -> int:
+        """The longest canvas this row can reach: its K/V room in the cache."""
+        longest = self.length + self.max_span - self.span_len
+        return max(self.length, min(longest, self.limit) if self.limit else longest)
 
 
 @dataclass(frozen=True)
@@ -88,11 +124,19 @@ class BlockRunner:
         mask_id: int,
         end_ids: Sequence[int],
         reserved_ids: Sequence[int] = (),
+        expand_id: int | None = None,
+        delete_id: int | None = None,
     ) -> None:
         self.model = model
         self.mask_id = mask_id
         # never a prediction: the mask itself and control tokens such as DreamOn's expand/delete
         self.never = torch.tensor(sorted({mask_id, *reserved_ids}), dtype=torch.long)
+        # ... except that a variable-length row may commit expand/delete, which are then applied
+        self.expand_id, self.delete_id = expand_id, delete_id
+        controls = {i for i in (expand_id, delete_id) if i is not None}
+        self.never_variable = torch.tensor(
+            sorted({mask_id, *reserved_ids} - controls), dtype=torch.long
+        )
         self.end_ids = torch.tensor(sorted(set(end_ids)), dtype=torch.long)
         self.fill_id = int(end_ids[0])
         self.shift = model.args.logits_shift
@@ -106,7 +150,7 @@ class BlockRunner:
         for row in rows:
             self._settle(row)  # an empty span finishes here with no pass at all
         active = [r for r in rows if r.stop_reason is None]
-        cache = KVCache(self.model.args.num_layers, len(active), max(r.length for r in rows))
+        cache = KVCache(self.model.args.num_layers, len(active), max(r.max_length for r in rows))
         for i, row in enumerate(active):
             row.slot = i
         step = 0
@@ -199,8 +243,14 @@ class BlockRunner:
 
     # -- commits --------------------------------------------------------------------------------
     def _commit(self, rows: list[Row], logits: Tensor) -> None:
-        logits[..., self.never.to(logits.device)] = -torch.inf
+        variable = any(r.variable for r in rows)
+        banned = self.never_variable if variable else self.never
+        logits[..., banned.to(logits.device)] = -torch.inf
         for row, row_logits in zip(rows, logits, strict=True):
+            if variable and not row.variable:
+                row_logits[..., self.never.to(logits.device)] = -torch.inf
+            elif row.variable and self.expand_id is not None and row.span_len >= row.max_span:
+                row_logits[..., self.expand_id] = -torch.inf  # no room left to expand into
             lo, hi = row.block_start, row.block_end
             block = row.canvas[lo:hi]
             masked = block == self.mask_id
@@ -216,7 +266,55 @@ class BlockRunner:
             row.committed += n
             row.trace.append(n)
             row.step += 1
+            if row.variable:
+                self._apply_edits(row)
             self._apply_end_rule(row)
+            self._apply_stop_rule(row)
+
+    def _apply_edits(self, row: Row) -> None:
+        """DreamOn: each committed expand becomes two masks, each committed delete goes away."""
+        lo, hi = row.block_start, row.block_end
+        controls = [i for i in (self.expand_id, self.delete_id) if i is not None]
+        block = row.canvas[lo:hi]
+        hits = torch.isin(block, torch.tensor(controls, device=block.device)).nonzero()
+        if not hits.numel():
+            return
+        pieces, prev = [], 0
+        mask = row.canvas.new_full((2,), self.mask_id)
+        for p in (lo + int(h) for h in hits[:, 0]):
+            pieces.append(row.canvas[prev:p])
+            if int(row.canvas[p]) == self.expand_id:
+                room = row.span_len < row.max_span and (not row.limit or row.length < row.limit)
+                pieces.append(mask if room else mask[:1])  # at the cap: a plain mask again
+                row.span_end += 1 if room else 0
+            else:
+                row.span_end -= 1
+            prev = p + 1
+        pieces.append(row.canvas[prev:])
+        row.canvas = torch.cat(pieces)
+        row.committed -= int(hits.shape[0])  # control tokens are not text
+        row.edits += int(hits.shape[0])
+        row.fresh_block = True  # positions moved: the next pass recomputes every K/V
+        row.checked = 0
+        row.end_at = None  # positions moved: the end rule below finds the first end token again
+
+    def _apply_stop_rule(self, row: Row) -> None:
+        """Stop once the committed head of the span closes the construct it fills."""
+        if row.stop is None or row.cut:
+            return
+        end = row.end_at if row.end_at is not None else row.span_end
+        head = row.canvas[row.span_start : end]
+        masks = (head == self.mask_id).nonzero()
+        n = int(masks[0, 0]) if masks.numel() else int(head.numel())
+        if n <= row.checked:
+            return
+        row.checked = n
+        keep = row.stop(head[:n].tolist())
+        if keep is None:
+            return
+        row.canvas[row.span_start + keep : row.span_end] = self.fill_id
+        row.end_at = row.span_start + keep
+        row.cut = True
 
     def _apply_end_rule(self, row: Row) -> None:
         span = row.canvas[row.span_start : row.span_end]
@@ -236,7 +334,29 @@ class BlockRunner:
             row.block_start = row.block_end
             row.step = 0
             row.fresh_block = True
-        row.stop_reason = "end_token" if row.end_at is not None else "span_full"
+        if row.end_at is None and self._grow(row):
+            return
+        if row.cut:
+            row.stop_reason = "syntax"
+        else:
+            row.stop_reason = "end_token" if row.end_at is not None else "span_full"
+
+    def _grow(self, row: Row) -> bool:
+        """Append a block of masks to a full span whose construct is still open."""
+        if row.stop is None:
+            return False  # no construct known: the span is only a budget
+        n = min(row.params.block_size, row.max_span - row.span_len)
+        if row.limit:
+            n = min(n, row.limit - row.span_end)
+        if n <= 0:
+            return False
+        masks = row.canvas.new_full((n,), self.mask_id)
+        canvas = torch.cat([row.canvas[: row.span_end], masks, row.canvas[row.span_end :]])
+        row.canvas = canvas[: row.limit] if row.limit else canvas  # the far suffix end goes
+        row.block_start, row.span_end = row.span_end, row.span_end + n
+        row.step, row.fresh_block = 0, True  # the suffix moved: a full pass refreshes all K/V
+        row.grown += n
+        return True
 
     @staticmethod
     def _compact(cache: KVCache, active: list[Row]) -> None:

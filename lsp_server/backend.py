@@ -21,8 +21,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeVar
 
 from infill_engine import Engine, InfillParams, InfillResult, load
-from infill_engine.engine import InfillRequest, RefineResult
+from infill_engine.engine import RefineResult
 from infill_engine.loader import ModelLoadError
+from infill_engine.planner import SpanPlan
 
 from .options import EngineOptions
 
@@ -129,17 +130,29 @@ class Backend:
         return self.engine
 
     async def infill(
-        self, prefix: str, suffix: str, params: InfillParams, cancel: threading.Event
+        self,
+        prefix: str,
+        suffix: str,
+        params: InfillParams,
+        cancel: threading.Event,
+        plan: SpanPlan | None = None,
     ) -> InfillResult:
-        return (await self.infill_many(prefix, suffix, [params], cancel))[0]
+        return (await self.infill_many(prefix, suffix, [params], cancel, plan))[0]
 
     async def infill_many(
-        self, prefix: str, suffix: str, params: list[InfillParams], cancel: threading.Event
+        self,
+        prefix: str,
+        suffix: str,
+        params: list[InfillParams],
+        cancel: threading.Event,
+        plan: SpanPlan | None = None,
     ) -> list[InfillResult]:
-        """Several fills of one hole (say, several span lengths), decoded as one batch."""
+        """Several fills of one hole (say, several span lengths), encoded once and decoded as
+        one batch."""
         engine = self.ready_engine()
-        reqs = [InfillRequest(prefix, suffix, p, cancel) for p in params]
-        return await self._run(lambda: engine.infill_batch(reqs), cancel)
+        return await self._run(
+            lambda: engine.run(engine.requests(prefix, suffix, params, plan, cancel)), cancel
+        )
 
     async def refine(
         self,

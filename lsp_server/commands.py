@@ -9,11 +9,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from infill_engine import planner
+from infill_engine.planner import SpanPlan
+
 from . import syntax
 from .backend import Backend
 from .context import build_context
+from .finish import finish
 from .options import Options, infill_params
-from .postprocess import detect_indent, drop_suffix_overlap, reindent, trim_trailing_blank
 
 
 class CommandError(Exception):
@@ -28,32 +31,48 @@ class Edit:
     what: str  # for the user: what was done
 
 
-def _span_for(backend: Backend, old: str, opts: Options, floor: int) -> int:
-    """Room for the old text's length and a quarter more, within the model's positions."""
+def _plan(
+    backend: Backend, text: str, start: int, end: int | None, language_id: str, opts: Options
+) -> SpanPlan:
+    """The planner's view of the hole (planner.py owns span, growth, stop rule and budgets)."""
     engine = backend.ready_engine()
-    n = len(engine.encode(old)) if old.strip() else 0
-    limit = max(8, engine.args.max_positions // 2)
-    return max(1, min(max(floor, n + n // 4), limit, max(opts.decode.max_span, floor)))
+    return planner.plan(
+        text,
+        start,
+        language_id,
+        engine.encode,
+        end=end,
+        max_positions=engine.args.max_positions,
+        prefix_tokens=opts.context.prefix_tokens,
+        suffix_tokens=opts.context.suffix_tokens,
+        max_span=opts.decode.max_span,
+        block_size=opts.decode.block_size,
+    )
 
 
-def _context(backend: Backend, text: str, start: int, end: int, opts: Options) -> tuple[str, str]:
+def _context(backend: Backend, text: str, start: int, end: int, plan: SpanPlan) -> tuple[str, str]:
     ctx = build_context(
         text[:start] + text[end:],
         start,
         backend.token_spans,
-        opts.context.prefix_tokens,
-        opts.context.suffix_tokens,
+        plan.prefix_tokens,
+        plan.suffix_tokens,
     )
     return ctx.prefix, ctx.suffix
 
 
-def _tidy(raw: str, prefix: str, suffix: str, indent: str) -> str:
-    doc = detect_indent(prefix + suffix)
-    text = trim_trailing_blank(drop_suffix_overlap(raw, suffix))
-    text = reindent(text, detect_indent(text), doc) if "\n" in text else text
-    if text and indent and not text.startswith((" ", "\t")):
-        text = indent + text.lstrip()
-    return text
+def _checked(edit: Edit, text: str, language_id: str) -> Edit:
+    """The edit, unless it adds a syntax error to the document: then the user is told why and
+    nothing is applied."""
+    after = text[: edit.start] + edit.text + text[edit.end :]
+    added = (syntax.error_count(after, language_id) or 0) - (
+        syntax.error_count(text, language_id) or 0
+    )
+    if added > 0:
+        raise CommandError(
+            f"not applied: the model's text would add {added} syntax error(s) to the document"
+        )
+    return edit
 
 
 async def fill_function_body(
@@ -62,23 +81,43 @@ async def fill_function_body(
     hole = syntax.function_body(text, offset, language_id)
     if hole is None:
         raise CommandError("no function around the cursor (or no grammar for this language)")
-    prefix, suffix = _context(backend, text, hole.start, hole.end, opts)
-    span = _span_for(backend, text[hole.start : hole.end], opts, floor=48)
-    r = await backend.infill(prefix, suffix, infill_params(opts.decode, span, 4), threading.Event())
-    body = _tidy(r.text, prefix, suffix, hole.indent)
-    if not body.strip():
-        raise CommandError(f"the model wrote nothing for {hole.name}()")
-    if hole.start == hole.end and not body.endswith("\n"):
-        body += "\n"  # inserted at a line start, before the next line
-    return Edit(hole.start, hole.end, body, f"filled the body of {hole.name}()")
+    # Planned as the empty body it is about to be: the cursor on a blank line of the body.
+    blank = hole.indent + "\n"
+    body_plan = _plan(
+        backend,
+        text[: hole.start] + blank + text[hole.end :],
+        hole.start + len(hole.indent),
+        None,
+        language_id,
+        opts,
+    )
+    prefix, suffix = _context(backend, text, hole.start, hole.end, body_plan)
+    p = infill_params(opts.decode, opts.decode.span or body_plan.span, 4)
+    r = await backend.infill(prefix, suffix, p, threading.Event(), body_plan)
+    body = finish(r.text, prefix, suffix, language_id, block_indent=hole.indent)
+    if body is None:
+        raise CommandError(f"the model wrote nothing usable for {hole.name}()")
+    at_line_start = hole.start == hole.end or text[hole.start : hole.end].endswith("\n")
+    if at_line_start and not body.endswith("\n"):
+        body += "\n"  # the next line (the closing brace, the next def) stays on its own line
+    return _checked(
+        Edit(hole.start, hole.end, body, f"filled the body of {hole.name}()"), text, language_id
+    )
 
 
 async def regenerate_selection(
-    backend: Backend, text: str, start: int, end: int, instruction: str | None, opts: Options
+    backend: Backend,
+    text: str,
+    start: int,
+    end: int,
+    instruction: str | None,
+    opts: Options,
+    language_id: str,
 ) -> Edit:
     if end <= start or not text[start:end].strip():
         raise CommandError("select some code to regenerate")
-    prefix, suffix = _context(backend, text, start, end, opts)
+    span_plan = _plan(backend, text, start, end, language_id, opts)
+    prefix, suffix = _context(backend, text, start, end, span_plan)
     line_start = prefix.rfind("\n") + 1
     head = prefix[line_start:]  # the selection's line before it: its indentation, if blank
     indent = head[: len(head) - len(head.lstrip())]
@@ -87,21 +126,30 @@ async def regenerate_selection(
         # is context only and never enters the document.
         note = f"# {' '.join(instruction.split())}\n"
         prefix = prefix[:line_start] + indent + note + prefix[line_start:]
-    span = _span_for(backend, text[start:end], opts, floor=16)
-    r = await backend.infill(prefix, suffix, infill_params(opts.decode, span, 2), threading.Event())
-    new = _tidy(r.text, prefix, suffix, "")
-    if not new.strip():
-        raise CommandError("the model wrote nothing for the selection")
-    return Edit(start, end, new, "regenerated the selection")
+    p = infill_params(opts.decode, opts.decode.span or span_plan.span, 2)
+    r = await backend.infill(prefix, suffix, p, threading.Event(), span_plan)
+    new = finish(r.text, prefix, suffix, language_id, block_indent="")
+    if new is None:
+        raise CommandError("the model wrote nothing usable for the selection")
+    return _checked(Edit(start, end, new, "regenerated the selection"), text, language_id)
 
 
 async def refine_selection(
-    backend: Backend, text: str, start: int, end: int, opts: Options, fraction: float = 0.25
+    backend: Backend,
+    text: str,
+    start: int,
+    end: int,
+    opts: Options,
+    language_id: str,
+    fraction: float = 0.25,
 ) -> Edit:
     old = text[start:end]
     if not old.strip():
         raise CommandError("select some code to refine")
-    prefix, suffix = _context(backend, text, start, end, opts)
+    prefix, suffix = _context(
+        backend, text, start, end, _plan(backend, text, start, end, language_id, opts)
+    )
     p = infill_params(opts.decode, 1)  # refine sets the span and holds end tokens off itself
     r = await backend.refine(prefix, old, suffix, fraction, p, threading.Event())
-    return Edit(start, end, r.text, f"refined {r.changed} of {len(r.remasked)} unlikely tokens")
+    what = f"refined {r.changed} of {len(r.remasked)} unlikely tokens"
+    return _checked(Edit(start, end, r.text, what), text, language_id)

@@ -1,29 +1,29 @@
 """Inline completion: from a document and a cursor to the texts the editor shows as ghost text.
 
 Order of work, cheapest first: language and size checks, the typed-ahead cache, the debounce
-(automatic triggers only) with a staleness check after it, then the model: a newer request on
-the same document cancels an older one. Model output then goes through post-processing and a
-syntax-checked truncation, and is remembered for typing ahead.
+(automatic triggers only) with a staleness check after it, then the span plan (planner.py: the
+hole's kind, span, stop rule and context budgets), the context, and the model: a newer request
+on the same document cancels an older one. Model output then goes through finish.py (the text
+steps, then the syntax check: nothing shown adds a syntax error), and is remembered for typing
+ahead.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from infill_engine.engine import auto_span
+from infill_engine import planner
+from infill_engine.planner import SpanPlan
 
-from . import syntax
 from .backend import Backend, Superseded
-from .context import Context, build_context
+from .context import build_context
 from .debounce import AdaptiveDebounce
+from .finish import finish
 from .options import Options, infill_params
-from .postprocess import postprocess
 from .typeahead import TypeaheadCache
-
-_CUT = re.compile(r"\w+|\S")  # ends of words and symbols: where a single line may be cut
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class Ask:
     offset: int  # the cursor, a str offset into text
     language_id: str
     invoked: bool  # the user asked explicitly (else: automatic, as they type)
+    tree: Any | None = None  # the document's current tree-sitter tree, when it has a grammar
 
 
 class Completer:
@@ -79,22 +80,35 @@ class Completer:
         return opts.completion.candidates if ask.invoked else 1
 
     async def _from_model(self, ask: Ask, opts: Options) -> list[str]:
-        # The plan needs only the cursor's own line, so it comes before the context: the span
-        # decides how much context the model can take at all.
-        near = Context(ask.text[max(0, ask.offset - 4000) : ask.offset],
-                       ask.text[ask.offset : ask.offset + 4000], 0, 0)  # fmt: skip
-        spans = self._spans(near, ask, opts)
-        prefix_budget, suffix_budget = self._budgets(max(spans), opts)
-        ctx = build_context(
-            ask.text, ask.offset, self.backend.token_spans, prefix_budget, suffix_budget
+        engine = self.backend.ready_engine()
+        span_plan = planner.plan(
+            ask.text,
+            ask.offset,
+            ask.language_id,
+            engine.encode,
+            tree=ask.tree,
+            max_positions=engine.args.max_positions,
+            prefix_tokens=opts.context.prefix_tokens,
+            suffix_tokens=opts.context.suffix_tokens,
+            max_span=opts.decode.max_span,
+            block_size=opts.decode.block_size,
         )
-        params = [infill_params(opts.decode, span) for span in spans]
+        ctx = build_context(
+            ask.text,
+            ask.offset,
+            self.backend.token_spans,
+            span_plan.prefix_tokens,
+            span_plan.suffix_tokens,
+        )
+        params = [infill_params(opts.decode, span) for span in self._spans(span_plan, ask, opts)]
         cancel = threading.Event()
         if (old := self._inflight.get(ask.uri)) is not None:
             old.set()  # a newer request on this document: the older one stops at its next pass
         self._inflight[ask.uri] = cancel
         try:
-            results = await self.backend.infill_many(ctx.prefix, ctx.suffix, params, cancel)
+            results = await self.backend.infill_many(
+                ctx.prefix, ctx.suffix, params, cancel, span_plan
+            )
         except Superseded:
             return []
         finally:
@@ -105,61 +119,22 @@ class Completer:
         for r in results:
             if r.stop_reason == "cancelled":
                 return []
-            text = postprocess(r.text, ctx.prefix, ctx.suffix)
-            if text is not None:
-                text = fit_syntax(ctx, text, ask.language_id)
-            if text and text.strip() and text not in out:
+            text = finish(r.text, ctx.prefix, ctx.suffix, ask.language_id)
+            if text and text not in out:
                 out.append(text)
         return out
 
-    def _budgets(self, span: int, opts: Options) -> tuple[int, int]:
-        """Context budgets within what the model can see beside the span: tokenizing context the
-        engine would trim anyway is wasted time on every keystroke."""
-        room = max(0, self.backend.ready_engine().args.max_positions - span)
-        want_pre, want_suf = opts.context.prefix_tokens, opts.context.suffix_tokens
-        if want_pre + want_suf <= room:
-            return want_pre, want_suf
-        suffix = min(want_suf, max(room // 4, room - want_pre))  # as the engine's fit_context
-        return min(want_pre, room - suffix), suffix
-
     @staticmethod
-    def _spans(ctx: Context, ask: Ask, opts: Options) -> list[int]:
-        """Span budgets to try: the plan, and for an explicit request also longer and shorter."""
+    def _spans(span_plan: SpanPlan, ask: Ask, opts: Options) -> list[int]:
+        """Initial spans to try: the plan's (or the user's fixed span), and for an explicit
+        request also longer and shorter ones; each may still grow while its construct is open."""
         cap = opts.decode.max_span
-        base = opts.decode.span or auto_span(ctx.prefix, ctx.suffix, cap)
+        base = opts.decode.span or span_plan.span
         if not ask.invoked or opts.completion.candidates == 1:
-            return [min(base, cap)]
+            return [max(1, min(base, cap))]
         spans: list[int] = []
         for s in (base, base * 2, base // 2):
             s = max(1, min(s, cap))
             if s not in spans:
                 spans.append(s)
         return spans[: opts.completion.candidates]
-
-
-def fit_syntax(ctx: Context, text: str, language_id: str) -> str:
-    """The longest cut of text that leaves no more syntax errors than the other cuts, or "" when
-    even that cut has more errors than the window without any insertion: nothing shown may break
-    the document.
-
-    Cuts are at line ends and, on the first line, at word ends. The window (prefix + suffix) may
-    not parse on its own, so this compares error counts rather than asking for zero errors.
-    """
-    if syntax.parser_for(language_id) is None:
-        return text
-    before = syntax.error_count(ctx.prefix + ctx.suffix, language_id)
-    cuts = [m.end() for m in _CUT.finditer(text.split("\n", 1)[0])]
-    cuts += [i for i, c in enumerate(text) if c == "\n" and i > 0]
-    cuts = sorted(set(cuts) | {len(text)})[-24:]
-    best, best_errors = text, None
-    for cut in reversed(cuts):  # longest first: ties keep the longer text
-        errors = syntax.error_count(ctx.prefix + text[:cut] + ctx.suffix, language_id)
-        if errors is None:
-            return text
-        if best_errors is None or errors < best_errors:
-            best, best_errors = text[:cut], errors
-        if errors == 0:
-            break
-    if before is not None and best_errors is not None and best_errors > before:
-        return ""
-    return best

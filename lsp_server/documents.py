@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from . import positions
+from .trees import IncrementalTree
 
 Outcome = Literal["applied", "out of sync", "ignored", "unknown"]
 MAX_UINT = 2**31 - 1  # LSP's uinteger
@@ -49,6 +50,14 @@ class Document:
     version: int
     text: str
     in_sync: bool = True
+    tree: IncrementalTree = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tree = IncrementalTree(self.language_id, self.text)
+
+    def syntax_tree(self) -> Any | None:
+        """The tree of the current text, reparsed incrementally; None without a grammar."""
+        return self.tree.current(self.text)
 
 
 def _uint(v: Any) -> bool:
@@ -75,14 +84,14 @@ def parse_change(raw: Any) -> Change | None:
     return Change(clean(raw["text"]), (*start, *end))
 
 
-def apply_change(text: str, change: Change, encoding: str) -> str:
+def change_span(text: str, change: Change, encoding: str) -> tuple[int, int]:
+    """The str offsets [start, end) of text that the change replaces."""
     if change.range is None:
-        return change.text
+        return 0, len(text)
     a, b, c, d = change.range
     start = positions.offset_clamped(text, a, b, encoding)
     end = positions.offset_clamped(text, c, d, encoding)
-    start, end = min(start, end), max(start, end)
-    return text[:start] + change.text + text[end:]
+    return min(start, end), max(start, end)
 
 
 class Documents:
@@ -119,8 +128,11 @@ class Documents:
                 break
             if change.range is None:
                 doc.in_sync = True
+                doc.tree.reset()
             if doc.in_sync:
-                doc.text = apply_change(doc.text, change, encoding)
+                start, end = change_span(doc.text, change, encoding)
+                doc.tree.edit(doc.text, start, end, change.text)
+                doc.text = doc.text[:start] + change.text + doc.text[end:]
         if type(version) is int:
             doc.version = version
         if doc.in_sync:

@@ -15,6 +15,11 @@
 6. No doubled space: after code that ends in a space on the cursor line (`return `), the
    completion's leading spaces are dropped; the prefix already has the separator.
 7. An empty or whitespace-only result is None: nothing to show.
+
+The editing commands fill whole lines (`block_indent`): step 2 does not apply, step 5 drops all
+trailing whitespace, and the first line gets the body's indentation.
+
+`finish.py` runs this and then the syntax check, for the inline items and the commands alike.
 """
 
 from __future__ import annotations
@@ -206,7 +211,11 @@ def _model_indent(completion: str, prefix: str) -> Indent:
 
 
 def postprocess(
-    completion: str, prefix: str, suffix: str, model_indent: Indent | None = None
+    completion: str,
+    prefix: str,
+    suffix: str,
+    model_indent: Indent | None = None,
+    block_indent: str | None = None,
 ) -> str | None:
     """The completion as the editor should insert it at the cursor, or None for nothing.
 
@@ -214,17 +223,24 @@ def postprocess(
     the cursor line's text before the cursor followed by the completion. The document's unit
     and line ending are read from the text around the cursor (_INDENT_WINDOW and _WINDOW
     characters either side); a document without indented lines there keeps the model's unit.
+
+    `block_indent` makes it a fill of whole lines (the editing commands): no mid-line rule, all
+    trailing whitespace goes, and a non-empty `block_indent` is the first line's indentation.
     """
     text = _lf(completion)
-    if _cursor_line_tail(suffix).strip():
+    block = block_indent is not None
+    if not block and _cursor_line_tail(suffix).strip():
         text = text.split("\n", 1)[0]
     source = _model_indent(text, prefix) if model_indent is None else model_indent
     nearby = _lf(prefix[-_INDENT_WINDOW:] + suffix[:_INDENT_WINDOW])
     text = reindent(text, source, detect_indent(nearby, default=source))
     lf_suffix = _lf(suffix)
-    text = _trim(drop_suffix_overlap(text, lf_suffix), lf_suffix)
+    text = drop_suffix_overlap(text, lf_suffix)
+    text = trim_trailing_blank(text) if block else _trim(text, lf_suffix)
     text = _no_doubled_space(text, prefix)
     if not text.strip():
         return None
+    if block_indent:
+        text = block_indent + text.lstrip()  # a body starts at its first statement
     eol = _line_ending(prefix[-_WINDOW:] + suffix[:_WINDOW])
     return text if eol == "\n" else text.replace("\n", eol)

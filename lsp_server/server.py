@@ -266,7 +266,7 @@ def build_server() -> DllmServer:
         if doc is None or offset is None:
             return empty
         invoked = params.context.trigger_kind == lsp.InlineCompletionTriggerKind.Invoked
-        ask = Ask(doc.uri, doc.text, offset, doc.language_id or "", invoked)
+        ask = Ask(doc.uri, doc.text, offset, doc.language_id or "", invoked, doc.syntax_tree())
         version = doc.version
         try:
             texts = await ls.completer.complete(ask, ls.options)
@@ -355,7 +355,7 @@ def build_server() -> DllmServer:
             doc, span = _doc_and_selection(ls, args)
             instruction = clean(args[2]) if len(args) > 2 and isinstance(args[2], str) else None
             edit = await regenerate_selection(
-                ls.backend, doc.text, span[0], span[1], instruction, ls.options
+                ls.backend, doc.text, span[0], span[1], instruction, ls.options, doc.language_id
             )
             return await ls.apply(doc, edit)
 
@@ -365,7 +365,9 @@ def build_server() -> DllmServer:
     async def refine(ls: DllmServer, *args: Any) -> dict[str, Any]:
         async def work() -> dict[str, Any]:
             doc, span = _doc_and_selection(ls, args)
-            edit = await refine_selection(ls.backend, doc.text, span[0], span[1], ls.options)
+            edit = await refine_selection(
+                ls.backend, doc.text, span[0], span[1], ls.options, doc.language_id
+            )
             return await ls.apply(doc, edit)
 
         return await run_command(ls, "refine selection", work())

@@ -10,7 +10,7 @@ import torch
 from conftest import make_dream
 from safetensors.torch import load_file, save_file
 
-from infill_engine import InfillParams, ModelLoadError, load
+from infill_engine import InfillParams, InfillRequest, ModelLoadError, load
 
 
 def with_model_type(path: Path, model_type: str) -> Path:
@@ -112,12 +112,12 @@ def test_generation_config_threshold_is_the_default_tau(tmp_path: Path) -> None:
     (tmp_path / "generation_config.json").write_text(json.dumps({"threshold": 1e-6}))
     engine = load(str(tmp_path), device="cpu")
     assert engine.threshold == 1e-6
-    prefix, suffix = engine.encode("def add(a, b):\n"), engine.encode("\n")
+    prefix, suffix = tuple(engine.encode("def add(a, b):\n")), tuple(engine.encode("\n"))
     # τ ~ 0 commits every position of a block in one step; an explicit τ = 1.0 one per step
     model_default = InfillParams(span=8, block_size=8, cache="none")
     explicit = InfillParams(span=8, block_size=8, cache="none", threshold=1.0)
-    fast, slow = engine.infill_ids(
-        [(prefix, suffix, 8, model_default, None), (prefix, suffix, 8, explicit, None)]
+    fast, slow = engine.run(
+        [InfillRequest(prefix, suffix, 8, p) for p in (model_default, explicit)]
     )
     assert fast.nfe == 1 and slow.nfe == 8
     for bad in ("0", "1.5", "true", "{"):

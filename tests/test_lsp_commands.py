@@ -15,6 +15,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from tokenizers import Tokenizer
 
 from infill_engine.loader import BUILTIN_DIR
+from lsp_server import syntax
 
 URI = "file:///work/shapes.py"
 SOURCE = (
@@ -85,18 +86,27 @@ async def test_a_selection_after_wide_characters_maps_both_ways(
     )
 
 
-async def test_fill_function_body_applies_an_edit(client: LanguageClient) -> None:
+async def test_fill_function_body_applies_a_clean_edit_or_says_why_not(
+    client: LanguageClient,
+) -> None:
     await start(client)
     open_doc(client, URI, SOURCE)
     result = await command(client, "dllm.fillFunctionBody", URI, {"line": 5, "character": 6})
-    assert result["applied"] is True
-    edit, label = only_edit(client)
-    # The body after the docstring ("    pass") is what gets replaced, whole line.
-    assert edit.range == lsp.Range(
-        lsp.Position(line=5, character=0), lsp.Position(line=5, character=8)
-    )
-    assert edit.new_text.strip() and edit.new_text.startswith("    ")
-    assert "area()" in label
+    if result["applied"] is True:
+        edit, label = only_edit(client)
+        # The body after the docstring ("    pass") is what gets replaced, whole line.
+        assert edit.range == lsp.Range(
+            lsp.Position(line=5, character=0), lsp.Position(line=5, character=8)
+        )
+        assert edit.new_text.strip() and edit.new_text.startswith("    ")
+        assert "area()" in label
+        lines = SOURCE.split("\n")
+        after = "\n".join(lines[:5]) + "\n" + edit.new_text + "\n".join(lines[5:])[8:]
+        assert syntax.error_count(after, "python") == 0, after
+    else:  # the model's body would break the document: nothing is sent, and the user is told
+        assert not client.edits  # type: ignore[attr-defined]
+        assert re.search(r"area\(\)|syntax error", result["message"]), result
+        assert any("fill function body" in m.message for m in client.log_messages)
     # Work-done progress framed the command.
     titles = [v.title for vs in client.progress_reports.values() for v in vs if hasattr(v, "title")]
     assert "dLLM: fill function body" in titles

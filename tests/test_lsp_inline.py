@@ -139,3 +139,54 @@ async def test_cancel_stops_the_engine(client: LanguageClient) -> None:
     assert s["cancelled"] == 1 and s["last"]["stop_reason"] == "cancelled"
     assert 0 < s["last"]["nfe"] < 300  # it stopped part-way: the rest of the span never ran
     assert stopped_after < 2.0
+
+
+LOOP = (
+    "def total(prices, rate):\n"
+    "    out = 0\n"
+    "    for p in prices:\n"
+    "        \n"
+    "    return round(out * rate, 2)\n"
+    "\n"
+    "\n"
+    "def label(item):\n"
+    "    return \n"
+    "\n"
+    "\n"
+    "def scaled(values, k):\n"
+    "    return [v * k for v in values]\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "character"),
+    [
+        (3, 8),  # a blank line in a loop body (once "else:::::::::")
+        (8, 11),  # after `return `
+        (11, 25),  # the end of a def line: a body to write
+        (12, 14),  # inside a list comprehension, text to the right
+    ],
+)
+async def test_no_item_shown_adds_a_syntax_error(
+    client: LanguageClient, line: int, character: int
+) -> None:
+    from lsp_server import syntax
+
+    await start(client)
+    open_doc(client, URI, LOOP)
+    items = await inline(client, URI, line, character)
+    before = syntax.error_count(LOOP, "python")
+    for item in items:
+        assert item.range is not None
+        lines = LOOP.split("\n")
+        lo, hi = item.range.start, item.range.end
+        assert lo.line == hi.line == line
+        lines[line] = lines[line][: lo.character] + item_text(item) + lines[line][hi.character :]
+        after = "\n".join(lines)
+        assert syntax.error_count(after, "python") <= before, after
+    s = await status(client)
+    assert s["model_calls"] == 1 and s["last"]["stop_reason"] in (
+        "end_token",
+        "span_full",
+        "syntax",
+    )

@@ -117,21 +117,23 @@ def test_no_function_and_unknown_language() -> None:
     assert syntax.error_count("def f(:\n  return (\n", "python") >= 1  # type: ignore[operator]
 
 
-def test_fit_syntax_refuses_a_fill_that_breaks_the_document() -> None:
-    from lsp_server.completion import fit_syntax
-    from lsp_server.context import Context
-
+def test_syntax_fit_refuses_a_fill_that_breaks_the_document() -> None:
     prefix = "def f(xs):\n    for x in xs:\n        "
     suffix = "\n    return xs\n"
-    ctx = Context(prefix, suffix, 0, len(prefix) + len(suffix))
     assert syntax.error_count(prefix + suffix, "python") == 0
-    assert fit_syntax(ctx, "print(x)", "python") == "print(x)"
-    assert fit_syntax(ctx, "else:::::::::", "python") == ""  # every cut adds an error
+    assert syntax.fit(prefix, "print(x)", suffix, "python") == "print(x)"
+    assert syntax.fit(prefix, "else:::::::::", suffix, "python") == ""  # every cut adds errors
     # a good first line is kept and the broken rest cut off
-    assert fit_syntax(ctx, "print(x)\n        )]", "python") == "print(x)"
+    assert syntax.fit(prefix, "print(x)\n        )]", suffix, "python") == "print(x)"
+    # the longest clean cut on the first line: `print(x` alone would add a MISSING ")"
+    assert syntax.fit(prefix, "print(x) + )", suffix, "python") == "print(x)"
     # a window that does not parse on its own: the fill may fix it, never make it worse
-    broken = Context("x = (1 +\n", "\ny = 2\n", 0, 0)
-    assert fit_syntax(broken, "2)", "python") == "2)"
+    assert syntax.fit("x = (1 +\n", "2)", "\ny = 2\n", "python") == "2)"
+    # other languages are checked by their own grammar
+    c_prefix, c_suffix = "int f(int x) {\n    ", "\n}\n"
+    assert syntax.fit(c_prefix, "return x;", c_suffix, "c") == "return x;"
+    assert syntax.fit(c_prefix, "return x; }}", c_suffix, "c") == "return x;"
+    assert syntax.fit(c_prefix, "x = ;", c_suffix, "cobol") == "x = ;"  # no grammar: unchecked
 
 
 def test_function_body_from_the_blank_body_line_below_it() -> None:
@@ -161,9 +163,11 @@ class _Recording:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
 
-    async def infill(self, prefix: str, suffix: str, params: Any, cancel: Any) -> Any:
+    async def infill(
+        self, prefix: str, suffix: str, params: Any, cancel: Any, plan: Any = None
+    ) -> Any:
         self.calls.append((prefix, suffix))
-        return await self.real.infill(prefix, suffix, params, cancel)
+        return await self.real.infill(prefix, suffix, params, cancel, plan)
 
 
 def test_regenerate_puts_the_instruction_before_the_selection_as_a_comment(
@@ -180,9 +184,16 @@ def test_regenerate_puts_the_instruction_before_the_selection_as_a_comment(
     backend = _Recording(dream_engine)
     for instruction in ("use  a list\ncomprehension", None):
         try:
-            edit = asyncio.run(
-                regenerate_selection(backend, text, start, end, instruction, Options())  # type: ignore[arg-type]
+            call = regenerate_selection(
+                backend,  # type: ignore[arg-type]
+                text,
+                start,
+                end,
+                instruction,
+                Options(),
+                "python",
             )
+            edit = asyncio.run(call)
             assert (edit.start, edit.end) == (start, end)
         except CommandError:
             pass  # the random test model may write nothing; what reached it is the point

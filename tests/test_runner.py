@@ -92,8 +92,7 @@ def test_no_cache_means_every_step_is_full(dream_engine: Engine) -> None:
 
 def test_threshold_above_one_commits_one_token_per_step(dream_engine: Engine) -> None:
     p = InfillParams(span=12, block_size=4, decode="threshold", threshold=1.5)
-    item = (dream_engine.encode(PREFIX), dream_engine.encode(SUFFIX), 12, p, None)
-    row = dream_engine._row(*item)
+    row = dream_engine._row(dream_engine.request(PREFIX, SUFFIX, p))
     dream_engine.runner.run([row])
     assert row.trace == [1] * 12
     assert row.nfe_full + row.nfe_block == 12
@@ -149,8 +148,7 @@ def test_end_token_mid_span_one_token_per_step(dream_engine: Engine) -> None:
     calls, handle = count_calls(dream_engine)
     try:
         p = InfillParams(span=48, block_size=8, decode="fixed")
-        item = (dream_engine.encode(PREFIX), dream_engine.encode(SUFFIX), 48, p, None)
-        row = dream_engine._row(*item)
+        row = dream_engine._row(dream_engine.request(PREFIX, SUFFIX, p))
         dream_engine.runner.run([row])
     finally:
         handle.remove()
@@ -178,7 +176,6 @@ def test_batch_equals_one_by_one(dream_engine: Engine) -> None:
 
 
 def test_cancel_returns_promptly_and_frees_cache(dream_engine: Engine) -> None:
-    from infill_engine import InfillRequest
 
     cancel = threading.Event()
     events: list[StepEvent] = []
@@ -189,7 +186,10 @@ def test_cancel_returns_promptly_and_frees_cache(dream_engine: Engine) -> None:
             cancel.set()
 
     p = InfillParams(span=40, block_size=8, threshold=2.0)
-    reqs = [InfillRequest(PREFIX, SUFFIX, p, cancel), InfillRequest("a = 1\n", "", p)]
+    reqs = [
+        dream_engine.request(PREFIX, SUFFIX, p, cancel=cancel),
+        dream_engine.request("a = 1\n", "", p),
+    ]
     cancelled, other = dream_engine.infill_batch(reqs, observer=observe)
     assert cancelled.stop_reason == "cancelled"
     assert cancelled.nfe_full + cancelled.nfe_block == 2  # stopped at the next step

@@ -25,7 +25,7 @@ import torch
 from tqdm import tqdm
 
 from .. import load
-from ..engine import Engine
+from ..engine import Engine, InfillRequest
 from ..models import DiffusionTransformer
 from ..params import InfillParams
 
@@ -67,10 +67,12 @@ def agreement(a: list[int], b: list[int]) -> float:
     return 1.0 if n == 0 else sum(x == y for x, y in zip(a, b, strict=False)) / n
 
 
-def hole(engine: Engine, prefix_tokens: int, suffix_tokens: int) -> tuple[list[int], list[int]]:
+def hole(
+    engine: Engine, prefix_tokens: int, suffix_tokens: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     ids = engine.encode(SAMPLE.read_text())
     cut = len(ids) // 2
-    return ids[cut - prefix_tokens : cut], ids[cut : cut + suffix_tokens]
+    return tuple(ids[cut - prefix_tokens : cut]), tuple(ids[cut : cut + suffix_tokens])
 
 
 def configs(thresholds: list[float]) -> list[tuple[str, str, float | None]]:
@@ -85,7 +87,7 @@ def run(
     out: list[Measure] = []
     runs = [(s, d, c, t) for s in spans for d, c, t in configs(thresholds)]
     warm = InfillParams(span=8, block_size=8)
-    engine.infill_ids([(prefix, suffix, 8, warm, None)])
+    engine.run([InfillRequest(prefix, suffix, 8, warm)])
     base_ids: list[int] = []
     base_nfe, base_ms = 1, 1.0
     for span, dec, cache, tau in tqdm(runs, desc="bench", unit="run"):
@@ -101,7 +103,7 @@ def run(
             threshold=0.9 if tau is None else tau,
         )
         t0 = time.perf_counter()
-        r = engine.infill_ids([(prefix, suffix, span, params, None)])[0]
+        r = engine.run([InfillRequest(prefix, suffix, span, params)])[0]
         ms = (time.perf_counter() - t0) * 1000
         ids = r.token_ids
         if (dec, cache) == BASELINE:

@@ -1,0 +1,418 @@
+"""The span planner: what kind of hole the cursor is in, how many masks to start with, how far the
+span may grow, where the construct ends, and how much context the model gets.
+
+It is the one owner of these decisions; the language server, the CLI and the evaluation all call
+`plan()`. The hole kinds:
+
+| kind          | where the cursor is                                   | stop rule            |
+|---------------|-------------------------------------------------------|----------------------|
+| line          | at the end of (or inside) a line of code              | newline at depth 0   |
+| expression    | inside an open bracket: an argument list, a literal   | the bracket's closer |
+| statement     | on a blank line among statements                      | newline at depth 0   |
+| block_body    | after a block opener (`:`, `{`), the block still empty | dedent / closing `}` |
+| function_body | the same, in a function                               | dedent / closing `}` |
+| empty_body    | in a body holding only `pass`, `...` or `{}`          | dedent / closing `}` |
+| selection     | a selected range (the editing commands)               | none                 |
+
+The initial length comes from the same file: the token lengths of nearby lines at the cursor's
+indentation (line kinds) or of sibling bodies found by the grammar's queries (`grammars/<lang>/
+functions.scm`, `blocks.scm`), times a ratio per kind from `assets/span_table.json`. That table
+is written by `python -m infill_engine.lab.span_calibrate` from holes cut in the training corpus,
+not tuned by hand. With no evidence in the file, the table's default length for the kind is used.
+A language without a grammar is planned from its lines alone.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from .stop import CLOSERS, OPENERS, StopRule, indent_width
+
+HoleKind = Literal[
+    "line", "expression", "statement", "block_body", "function_body", "empty_body", "selection"
+]
+KINDS: tuple[str, ...] = (
+    "line",
+    "expression",
+    "statement",
+    "block_body",
+    "function_body",
+    "empty_body",
+    "selection",
+)
+TABLE = Path(__file__).with_name("assets") / "span_table.json"
+WINDOW = 20_000  # characters around the cursor searched for evidence
+NEARBY_LINES = 12  # lines at the cursor's indentation that make the evidence
+SIBLINGS = 8  # bodies that make the evidence
+SAMPLE_CHARS = 1_500  # a body longer than this is measured on its head and scaled
+LIKE = {"empty_body": "function_body"}  # a kind the table lacks is sized like this one
+# Used only when the table is missing (a fresh calibration run writes it).
+FALLBACK: dict[str, dict[str, float]] = {
+    k: {"ratio": 1.0, "ratio_hi": 3.0, "default": d, "default_hi": 4 * d}
+    for k, d in (
+        ("line", 8),
+        ("expression", 6),
+        ("statement", 10),
+        ("block_body", 40),
+        ("function_body", 60),
+        ("empty_body", 60),
+        ("selection", 16),
+    )
+}
+
+
+@dataclass(frozen=True)
+class SpanPlan:
+    kind: HoleKind
+    span: int  # the masks placed at the start, in tokens
+    max_span: int  # the most the span may grow to
+    stop: StopRule  # where the construct ends
+    prefix_tokens: int  # context budgets, within the model's positions
+    suffix_tokens: int
+    language_id: str
+    evidence: float | None  # the same-file length (tokens) the span came from; None: default
+
+
+Encode = Callable[[str], list[int]]
+
+
+def plan(
+    text: str,
+    offset: int,
+    language_id: str,
+    encode: Encode,
+    *,
+    end: int | None = None,
+    tree: Any | None = None,
+    max_positions: int = 4096,
+    prefix_tokens: int = 1024,
+    suffix_tokens: int = 256,
+    max_span: int = 512,
+    block_size: int = 32,
+) -> SpanPlan:
+    """Plan the hole at `offset` (a str offset into `text`); `end` > offset makes it a selection.
+
+    `tree` is the document's current tree-sitter tree when the caller keeps one (the language
+    server parses incrementally); without it the text is parsed here, if a grammar exists."""
+    offset = max(0, min(offset, len(text)))
+    spec = _spec(language_id)
+    comment = spec.line_comment if spec is not None else "#"
+    braces = spec is not None and spec.block_style == "brace"
+    lo = text.rfind("\n", 0, offset) + 1
+    hi = text.find("\n", offset)
+    hi = len(text) if hi < 0 else hi
+    before, after = text[lo:offset], text[offset:hi]
+    table = _table()
+    evidence: float | None
+    if end is not None and end > offset:
+        kind: HoleKind = "selection"
+        evidence = float(len(encode(text[offset:end])))
+        stop = StopRule()
+    else:
+        kind, stop = _classify(text, offset, before, after, braces, comment, tree, language_id)
+        evidence = _evidence(text, offset, kind, before, language_id, tree, encode)
+    row = table.get(kind) or table.get(LIKE.get(kind, kind)) or FALLBACK[kind]
+    if evidence is None:
+        cpt = _chars_per_token(text, offset, encode)
+        guess, high = row["default"] / cpt, row["default_hi"] / cpt
+    else:
+        guess, high = row["ratio"] * evidence, row["ratio_hi"] * evidence
+    cap = max(1, min(max_span, max_positions // 2))
+    span = max(1, min(cap, round(guess)))
+    longest = max(span, min(cap, round(high) + (0 if kind == "selection" else block_size // 4)))
+    pre, suf = budgets(max_positions, span, prefix_tokens, suffix_tokens)
+    return SpanPlan(kind, span, longest, stop, pre, suf, language_id, evidence)
+
+
+def budgets(
+    max_positions: int, span: int, prefix_tokens: int, suffix_tokens: int
+) -> tuple[int, int]:
+    """Context budgets within what the model can see beside the span, the suffix keeping at
+    least a quarter of the room (the engine's `fit_context` trims the same way)."""
+    room = max(0, max_positions - span)
+    if prefix_tokens + suffix_tokens <= room:
+        return prefix_tokens, suffix_tokens
+    suffix = min(suffix_tokens, max(room // 4, room - prefix_tokens))
+    return min(prefix_tokens, room - suffix), suffix
+
+
+# -- classification ---------------------------------------------------------------------------
+def _classify(
+    text: str,
+    offset: int,
+    before: str,
+    after: str,
+    braces: bool,
+    comment: str,
+    tree: Any | None,
+    language_id: str,
+) -> tuple[HoleKind, StopRule]:
+    line_rule = StopRule("line", comment=comment)
+    open_on_line = _depth(before, comment) > 0
+    code = _code(before, comment).rstrip()
+    opener = "{" if braces else ":"
+    if after.strip():
+        if braces and code.endswith("{") and after.lstrip().startswith("}"):
+            return "empty_body", StopRule("brace", comment=comment)  # `{|}`
+        if open_on_line and after.lstrip()[:1] in CLOSERS:
+            return "expression", StopRule("expression", comment=comment)
+        return "line", line_rule
+    if code:
+        if code.endswith(opener) and _depth(code[:-1], comment) <= 0:
+            kind = _body_kind(text, offset, code, braces, tree, language_id)
+            return kind, _block_rule(before, braces, comment)
+        return "line", line_rule
+    # a blank line: a body still to write, an empty body, or one more statement
+    prev = _prev_code_line(text, offset - len(before), comment)
+    cursor_indent = indent_width(before)
+    nxt = _next_code_line(text, offset + len(after), comment)
+    if prev is not None and _code(prev, comment).rstrip().endswith(opener):
+        header_indent = indent_width(prev)
+        next_closes = nxt is None or (
+            indent_width(nxt) <= header_indent
+            if not braces
+            else nxt.strip().startswith("}") and indent_width(nxt) <= header_indent
+        )
+        if next_closes or _placeholder(nxt, braces):
+            kind = _body_kind(
+                text, offset, _code(prev, comment).rstrip(), braces, tree, language_id
+            )
+            if nxt is not None and _placeholder(nxt, braces):
+                kind = "empty_body"
+            body_indent = max(cursor_indent, header_indent + 1)
+            return kind, (
+                StopRule("brace", comment=comment)
+                if braces
+                else StopRule("indent", indent=body_indent, comment=comment)
+            )
+    return "statement", line_rule
+
+
+def _block_rule(before: str, braces: bool, comment: str) -> StopRule:
+    if braces:
+        return StopRule("brace", comment=comment)
+    return StopRule("indent", indent=indent_width(before) + 1, comment=comment)
+
+
+def _body_kind(
+    text: str, offset: int, header: str, braces: bool, tree: Any | None, language_id: str
+) -> HoleKind:
+    """A function's body or another block's, from the grammar when there is one."""
+    if not braces:
+        words = header.lstrip().split("(", 1)[0].split()
+        return (
+            "function_body"
+            if words[:1] == ["def"] or words[:2] == ["async", "def"]
+            else ("block_body")
+        )
+    root = _root(text, language_id, tree)
+    if root is None:
+        return "block_body"
+    import grammars
+
+    byte = len(text[:offset].encode("utf-8"))
+
+    def innermost(query: str, capture: str) -> int:
+        nodes = grammars.captures(language_id, query, root).get(capture, [])
+        return max((n.start_byte for n in nodes if n.start_byte < byte <= n.end_byte), default=-1)
+
+    function, block = innermost("functions", "body"), innermost("blocks", "block")
+    return "function_body" if function >= 0 and function >= block else "block_body"
+
+
+def _placeholder(line: str | None, braces: bool) -> bool:
+    if line is None:
+        return False
+    s = line.strip()
+    return s in ("pass", "...") if not braces else False
+
+
+def _depth(s: str, comment: str) -> int:
+    depth, quote = 0, ""
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "\"'`":
+            quote = c
+        elif s.startswith(comment, i):
+            break
+        elif c in OPENERS:
+            depth += 1
+        elif c in CLOSERS:
+            depth -= 1
+        i += 1
+    return depth
+
+
+def _code(line: str, comment: str) -> str:
+    """The line without a trailing comment (outside strings)."""
+    quote = ""
+    for i, c in enumerate(line):
+        if quote:
+            if c == quote:
+                quote = ""
+        elif c in "\"'`":
+            quote = c
+        elif line.startswith(comment, i):
+            return line[:i]
+    return line
+
+
+def _prev_code_line(text: str, line_start: int, comment: str) -> str | None:
+    pos = line_start - 1
+    while pos > 0:
+        s = text.rfind("\n", 0, pos) + 1
+        line = text[s:pos]
+        if _code(line, comment).strip():
+            return line
+        pos = s - 1
+    return None
+
+
+def _next_code_line(text: str, line_end: int, comment: str) -> str | None:
+    pos = line_end + 1
+    while pos < len(text):
+        e = text.find("\n", pos)
+        e = len(text) if e < 0 else e
+        line = text[pos:e]
+        if _code(line, comment).strip():
+            return line
+        pos = e + 1
+    return None
+
+
+# -- evidence ---------------------------------------------------------------------------------
+def _evidence(
+    text: str,
+    offset: int,
+    kind: HoleKind,
+    before: str,
+    language_id: str,
+    tree: Any | None,
+    encode: Encode,
+) -> float | None:
+    """A same-file length, in tokens, that the kind's length scales with."""
+    if kind in ("line", "expression", "statement"):
+        lines = _nearby_lines(text, offset, indent_width(before) if before.strip() else None)
+        if not lines:
+            return None
+        typical = float(statistics.median(len(encode(s)) for s in lines))
+        if kind == "statement":
+            return typical
+        typed = len(encode(before.strip())) if before.strip() else 0
+        return max(typical / 4, typical - typed)
+    bodies = _sibling_bodies(text, offset, kind, language_id, tree)
+    if not bodies:
+        return None
+    return float(statistics.median(_measure(b, encode) for b in bodies))
+
+
+def _nearby_lines(text: str, offset: int, indent: int | None) -> list[str]:
+    """Up to NEARBY_LINES code lines nearest the cursor's line at its indentation (any
+    indentation when the cursor's line has none yet), within WINDOW characters."""
+    lo = max(0, offset - WINDOW // 2)
+    hi = min(len(text), offset + WINDOW // 2)
+    lo = text.rfind("\n", 0, lo) + 1 if lo else 0
+    cursor_line = text.count("\n", lo, offset)
+    if indent is None:
+        ls = text.rfind("\n", 0, offset) + 1
+        indent = indent_width(text[ls:offset])
+    scored = []
+    for i, line in enumerate(text[lo:hi].split("\n")):
+        if i == cursor_line or not line.strip() or indent_width(line) != indent:
+            continue
+        scored.append((abs(i - cursor_line), line.strip()))
+    scored.sort(key=lambda t: t[0])
+    return [s for _, s in scored[:NEARBY_LINES]]
+
+
+def _sibling_bodies(
+    text: str, offset: int, kind: HoleKind, language_id: str, tree: Any | None
+) -> list[str]:
+    """The texts of up to SIBLINGS function bodies (or blocks) nearest the cursor, not the one it
+    is in; within WINDOW characters."""
+    root = _root(text, language_id, tree)
+    if root is None:
+        return []
+    import grammars
+
+    query, capture = ("functions", "body") if kind != "block_body" else ("blocks", "block")
+    raw = text.encode("utf-8")
+    byte = len(text[:offset].encode("utf-8"))
+    nodes = grammars.captures(language_id, query, root).get(capture, [])
+    found = []
+    for node in nodes:
+        if node.start_byte <= byte <= node.end_byte:
+            continue
+        if kind == "block_body" and _defines(node):
+            continue  # a function's or a class's body is no sibling of an if's or a loop's
+        distance = min(abs(node.start_byte - byte), abs(node.end_byte - byte))
+        if distance > WINDOW:
+            continue
+        found.append((distance, node.start_byte, node.end_byte))
+    found.sort()
+    out = []
+    for _, s, e in found[:SIBLINGS]:
+        body = raw[s:e].decode("utf-8", "replace")
+        if body.startswith("{"):
+            body = body[1:-1] if body.endswith("}") else body[1:]
+        if body.strip():
+            out.append(body.strip("\n"))
+    return out
+
+
+def _defines(block: Any) -> bool:
+    parent = block.parent
+    return parent is not None and any(
+        w in parent.type for w in ("function", "method", "class", "constructor", "impl", "struct")
+    )
+
+
+def _measure(body: str, encode: Encode) -> float:
+    if len(body) <= SAMPLE_CHARS:
+        return float(len(encode(body)))
+    head = body[:SAMPLE_CHARS]
+    return len(encode(head)) * len(body) / SAMPLE_CHARS
+
+
+def _chars_per_token(text: str, offset: int, encode: Encode) -> float:
+    sample = text[max(0, offset - 600) : offset + 200]
+    n = len(encode(sample)) if sample.strip() else 0
+    return max(1.0, len(sample) / n) if n else 3.5
+
+
+def _root(text: str, language_id: str, tree: Any | None) -> Any | None:
+    if tree is not None:
+        return tree.root_node
+    import grammars
+
+    parser = grammars.parser(language_id)
+    if parser is None:
+        return None
+    return parser.parse(text.encode("utf-8")).root_node
+
+
+def _spec(language_id: str) -> Any | None:
+    import grammars
+
+    return grammars.spec(language_id)
+
+
+@cache
+def _table() -> dict[str, dict[str, float]]:
+    try:
+        data = json.loads(TABLE.read_text())
+    except (OSError, ValueError):
+        return {}
+    return dict(data.get("kinds", {}))

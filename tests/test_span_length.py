@@ -1,0 +1,169 @@
+"""A span whose length moves: the construct's stop rule, growth while the construct is open, and
+DreamOn's expand/delete decoding, with the K/V cache exact across every move."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+from conftest import MASK_ID
+
+from infill_engine import Engine, InfillParams, InfillRequest
+from infill_engine.runner import Row
+from infill_engine.stop import StopRule
+
+PREFIX = "def add(a, b):\n    return"
+SUFFIX = "\n\nclass Point:\n"
+
+
+def rows_for(engine: Engine, span: int, params: InfillParams, **kw: object) -> Row:
+    req = engine.request(PREFIX, SUFFIX, replace(params, span=span))
+    return engine._row(replace(req, **kw))  # type: ignore[arg-type]
+
+
+def biased(engine: Engine, token: int, bias: float) -> torch.nn.Linear:
+    """lm_head with a bias towards one token: a real model made to want it everywhere."""
+    old = engine.model.lm_head
+    new = torch.nn.Linear(old.in_features, old.out_features, bias=True)
+    with torch.no_grad():
+        new.weight.copy_(old.weight)
+        new.bias.zero_()
+        new.bias[token] = bias
+    engine.model.lm_head = new
+    return old
+
+
+# -- the stop rule, on text ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("rule", "text", "cut"),
+    [
+        (StopRule("line"), "x = f(a,\n  b)\nmore", 13),  # a newline inside brackets goes on
+        (StopRule("line"), "return ')' + x", None),  # brackets in strings do not count
+        (StopRule("line"), "x = 1  # (\ny", 10),  # nor in comments
+        (StopRule("expression"), "a, g(b)) + 1", 7),  # the closer of the bracket it is in
+        (StopRule("brace", comment="//"), "\n    return 1;\n}\nint g() {", 14),
+        (StopRule("indent", indent=4), "\n    x = 1\n\n    y = 2\n\ndef g():", 21),
+        (StopRule("indent", indent=4), "\n    x = 1\n    if x:\n        y", None),
+        (StopRule("indent", indent=4), "\n    x = 1\n", None),  # no dedent seen yet
+        (StopRule("none"), "a\n}\n", None),
+    ],
+)
+def test_stop_rule_finds_the_end_of_the_construct(rule: StopRule, text: str, cut: int) -> None:
+    assert rule.cut(text) == cut
+
+
+def test_the_engine_keeps_the_ids_whose_text_reaches_the_cut(dream_engine: Engine) -> None:
+    keep = dream_engine._stop_fn(StopRule("line"))
+    ids = dream_engine.encode("a + b\nreturn x")
+    k = keep(ids)
+    assert k is not None
+    assert dream_engine.decode_ids(ids[:k]) == "a + b"  # the fewest ids that reach the newline
+    assert len(dream_engine.decode_ids(ids[: k - 1])) < 5
+    assert keep(dream_engine.encode("a + b")) is None
+
+
+# -- the block loop ---------------------------------------------------------------------------
+def test_stop_rule_ends_the_span_and_no_pass_runs_after(dream_engine: Engine) -> None:
+    params = InfillParams(span=32, block_size=8, threshold=2.0)  # one token per step
+    row = rows_for(dream_engine, 32, params)
+    row.stop = lambda ids: 3 if len(ids) >= 5 else None
+    dream_engine.runner.run([row])
+    assert row.stop_reason == "syntax" and row.cut
+    assert row.end_at == row.span_start + 3
+    span = row.canvas[row.span_start : row.span_end].tolist()
+    assert set(span[3:]) == {dream_engine.runner.fill_id}
+    assert row.nfe_full + row.nfe_block == 5  # the fifth token closed it: nothing after
+
+
+def test_a_full_span_grows_while_the_construct_is_open(dream_engine: Engine) -> None:
+    params = InfillParams(span=8, block_size=8, max_span=64, threshold=0.0)
+    open_row = rows_for(dream_engine, 8, params, max_span=28)
+    open_row.stop = lambda ids: None  # never closes
+    closed = rows_for(dream_engine, 8, params, max_span=28)
+    closed.stop = lambda ids: len(ids) if len(ids) >= 8 else None
+    plain = rows_for(dream_engine, 8, params)  # no construct known: the span is a budget
+    dream_engine.runner.run([open_row, closed, plain])
+    assert open_row.span_len == 28 and open_row.grown == 20
+    assert open_row.nfe_full == 4  # 8 + 8 + 8 + 4: each new block starts with a full pass
+    assert open_row.stop_reason == "span_full"
+    assert MASK_ID not in open_row.canvas.tolist()
+    assert closed.grown == 0 and closed.stop_reason == "syntax"
+    assert plain.grown == 0 and plain.span_len == 8
+
+
+@pytest.mark.parametrize("cache", ["dual", "prefix"])
+def test_the_cache_is_exact_across_growth(dream_engine: Engine, cache: str) -> None:
+    """After growth, decoding goes on exactly as for a canvas built at the longer length with the
+    first block already written: the suffix moved, and no key at a stale position is read."""
+    params = InfillParams(span=8, block_size=8, threshold=0.3, cache=cache)  # type: ignore[arg-type]
+    grown = rows_for(dream_engine, 8, params, max_span=16)
+    grown.stop = lambda ids: None
+    first: list[int] = []
+
+    def watch(_: object) -> None:
+        if not first and grown.grown:
+            first.extend(grown.canvas[grown.span_start : grown.span_start + 8].tolist())
+
+    dream_engine.runner.run([grown], observer=watch)
+    assert grown.grown == 8 and len(first) == 8
+    built = rows_for(dream_engine, 16, params)
+    built.canvas[built.span_start : built.span_start + 8] = torch.tensor(first)
+    dream_engine.runner.run([built])
+    assert built.canvas.tolist() == grown.canvas.tolist()
+    assert built.nfe_block > 0  # window passes ran against the cache after the move
+
+
+def test_growth_never_passes_the_model_positions(dream_engine: Engine) -> None:
+    limit = dream_engine.args.max_positions
+    params = InfillParams(span=8, block_size=8, max_span=512, threshold=0.0)
+    row = rows_for(dream_engine, 8, params, max_span=512)
+    row.stop = lambda ids: None
+    dream_engine.runner.run([row])
+    assert row.length <= limit and row.span_end == limit  # the far suffix gave way, then the span
+
+
+def test_expand_becomes_two_masks_up_to_max_span(dream_engine: Engine) -> None:
+    engine = Engine(
+        dream_engine.model, dream_engine.tokenizer, MASK_ID, dream_engine.end_ids, expand_id=7
+    )
+    old = biased(engine, 7, 8.0)
+    try:
+        params = InfillParams(span=4, block_size=4, max_span=12, expand=True)
+        r = engine.infill(PREFIX, SUFFIX, params)
+        fixed = engine.infill(PREFIX, SUFFIX, replace(params, expand=False))
+    finally:
+        engine.model.lm_head = old
+    assert r.edits >= 8 and r.span == 12  # every expand added a mask until the cap
+    assert 7 not in r.token_ids and len(r.token_ids) == 12
+    assert fixed.edits == 0 and fixed.span == 4 and 7 not in fixed.token_ids
+
+
+def test_delete_removes_its_position(dream_engine: Engine) -> None:
+    engine = Engine(
+        dream_engine.model, dream_engine.tokenizer, MASK_ID, dream_engine.end_ids, delete_id=9
+    )
+    old = biased(engine, 9, 50.0)
+    try:
+        r = engine.infill(PREFIX, SUFFIX, InfillParams(span=6, block_size=4, expand=True))
+    finally:
+        engine.model.lm_head = old
+    assert r.edits == 6 and r.span == 0 and r.text == "" and r.tokens == 0
+
+
+def test_a_request_is_encoded_once_for_every_candidate(dream_engine: Engine) -> None:
+    calls: list[str] = []
+    encode = dream_engine.encode
+
+    def counting(text: str) -> list[int]:
+        calls.append(text)
+        return encode(text)
+
+    dream_engine.encode = counting  # type: ignore[method-assign]
+    try:
+        reqs = dream_engine.requests(PREFIX, SUFFIX, [InfillParams(span=s) for s in (4, 8, 16)])
+    finally:
+        del dream_engine.encode
+    assert calls == [PREFIX, SUFFIX]
+    assert [r.span for r in reqs] == [4, 8, 16]
+    assert all(isinstance(r, InfillRequest) and r.prefix_ids == reqs[0].prefix_ids for r in reqs)
