@@ -323,6 +323,8 @@ class Engine:
         if row.cut and request.stop is not None:
             cut = request.stop.cut(text)
             text = text if cut is None else text[:cut]  # the last id may run past the end
+        if request.stop is not None and row.stop_reason != "cancelled":
+            text = request.stop.close(text)
         return InfillResult(
             text=text,
             tokens=row.committed,

@@ -98,6 +98,12 @@ class Row:
         return self.span_end - self.span_start
 
     @property
+    def can_expand(self) -> bool:
+        """Room for one more span position: under max_span, and before the model's last
+        position (the far suffix end gives way, as in growth)."""
+        return self.span_len < self.max_span and (not self.limit or self.span_end < self.limit)
+
+    @property
     def max_length(self) -> int:
         """The longest canvas this row can reach: its K/V room in the cache."""
         longest = self.length + self.max_span - self.span_len
@@ -249,7 +255,11 @@ class BlockRunner:
         for row, row_logits in zip(rows, logits, strict=True):
             if variable and not row.variable:
                 row_logits[..., self.never.to(logits.device)] = -torch.inf
-            elif row.variable and self.expand_id is not None and row.span_len >= row.max_span:
+            elif row.variable and row.edits >= 2 * row.max_span:
+                # A bound on expand/delete churn: a model that keeps trading one for the other
+                # would never finish; past it the row decodes at its current length.
+                row_logits[..., self.never.to(logits.device)] = -torch.inf
+            elif row.variable and self.expand_id is not None and not row.can_expand:
                 row_logits[..., self.expand_id] = -torch.inf  # no room left to expand into
             lo, hi = row.block_start, row.block_end
             block = row.canvas[lo:hi]
@@ -284,14 +294,16 @@ class BlockRunner:
         for p in (lo + int(h) for h in hits[:, 0]):
             pieces.append(row.canvas[prev:p])
             if int(row.canvas[p]) == self.expand_id:
-                room = row.span_len < row.max_span and (not row.limit or row.length < row.limit)
+                room = row.can_expand
                 pieces.append(mask if room else mask[:1])  # at the cap: a plain mask again
-                row.span_end += 1 if room else 0
+                row.span_end += room
             else:
                 row.span_end -= 1
             prev = p + 1
         pieces.append(row.canvas[prev:])
         row.canvas = torch.cat(pieces)
+        if row.limit:
+            row.canvas = row.canvas[: row.limit]  # as in growth, the far suffix end gives way
         row.committed -= int(hits.shape[0])  # control tokens are not text
         row.edits += int(hits.shape[0])
         row.fresh_block = True  # positions moved: the next pass recomputes every K/V

@@ -2,7 +2,10 @@
 
 A `StopRule` comes with a span plan (planner.py): the rest of a line ends at its newline, an
 argument list at the bracket that closes it, an indented block at the first line indented less
-than its body, a braced block at its closing brace. The engine applies the rule to the committed
+than its body, a braced block at its closing brace. A statement is a line, unless that line opens
+an indented block (`opener`, Python's `:`): then it ends with the block. A statement inserted
+before existing code (`newline`) keeps its newline, so the code after it stays on its own line.
+The engine applies the rule to the committed
 head of the span after every step (runner.py): once the construct has ended, the span is done
 ("syntax" stop), and while it is still open a full span may grow.
 
@@ -24,6 +27,9 @@ class StopRule:
     kind: StopKind = "none"
     indent: int = 0  # "indent": the body's indentation, in columns (tabs count 8)
     comment: str = "#"  # the language's line comment, which hides brackets
+    opener: str = ""  # "line": a line whose code ends with it goes on with its indented block
+    newline: bool = False  # "line": the newline that ends the line is kept
+    statement: bool = False  # "line": blank lines before the statement's code belong to it
 
     def cut(self, text: str) -> int | None:
         """Where the construct ends in text (an offset; the text before it is kept), or None
@@ -32,7 +38,44 @@ class StopRule:
             return None
         if self.kind == "indent":
             return _dedent(text, self.indent)
-        return _scan(text, self.kind, self.comment)
+        if self.kind != "line":
+            return _scan(text, self.kind, self.comment)
+        skip = 0
+        if self.statement:
+            if not text.strip():
+                return None  # no code yet: the statement has not started
+            skip = text.rfind("\n", 0, len(text) - len(text.lstrip())) + 1
+        end = self._line_end(text[skip:])
+        return None if end is None else skip + end
+
+    def close(self, text: str) -> str:
+        """A finished fill as its construct ends: a statement inserted before existing code
+        (`newline`) ends with its newline even when the model ended it with an end token, and
+        one with no code in it is no statement at all."""
+        if self.kind != "line" or not self.newline:
+            return text
+        if not text.strip():
+            return ""
+        return text if text.endswith("\n") else text + "\n"
+
+    def _line_end(self, text: str) -> int | None:
+        end = _scan(text, "line", self.comment)
+        if end is None:
+            return None
+        line_start = text.rfind("\n", 0, end) + 1
+        if self.opener and _code(text[line_start:end], self.comment).endswith(self.opener):
+            block = _dedent(text[line_start:], indent_width(text[line_start:end]) + 1)
+            if block is None:
+                return None  # the block is still being written
+            end = line_start + block
+        return end + 1 if self.newline else end
+
+
+def _code(line: str, comment: str) -> str:
+    """A line without its trailing comment and whitespace (a comment inside a string is rare
+    enough at a block opener to ignore)."""
+    at = line.find(comment) if comment else -1
+    return (line if at < 0 else line[:at]).rstrip()
 
 
 def _scan(text: str, kind: StopKind, comment: str) -> int | None:

@@ -199,3 +199,44 @@ def test_masked_accuracy_arithmetic() -> None:
     # a model that always says 2 is right exactly where the truth is 2
     want = int((windows.gather(1, pos) == 2).sum()) / pos.numel()
     assert masked_accuracy(_Oracle(windows, wrong=2), windows, pos) == want
+
+
+def test_span_eval_fills_the_same_holes_four_ways() -> None:
+    """`eval-infill --task`: every setting fills every hole; the oracle's span is the middle's
+    token length, the fixed span is the given one, and the scores are what the sandbox and the
+    exact match say (a canonical solution passes, and a planted right answer is an exact match)."""
+    from infill_engine import load
+    from infill_engine.lab.span_eval import (
+        SETTINGS,
+        Hole,
+        corpus_holes,
+        format_task,
+        run_task,
+        score,
+    )
+
+    text = "".join(f"def f{i}(x):\n    y = x + {i}\n    return y * 2\n\n\n" for i in range(8))
+    holes = corpus_holes("single-line", [text], 3, seed=0)
+    assert len(holes) == 3
+    assert all(h.prefix + h.middle + h.suffix == text and h.middle.endswith("\n") for h in holes)
+    spans = corpus_holes("random-span", [text], 3, seed=0)
+    assert all(4 <= len(h.middle) <= 160 for h in spans)
+
+    right = Hole(
+        "def f(x):\n", "    return x + 1\n", "\n", "def check(f):\n    assert f(1) == 2\n", "f"
+    )
+    assert score(right, right.middle, 10.0) == (True, True)
+    assert score(right, "    return x\n", 10.0) == (False, True)  # parses, fails its test
+    assert score(right, "    return (\n", 10.0) == (False, False)
+    plain = Hole("a = 1\n", "b = 2\n", "c = 3\n")
+    assert score(plain, " b = 2 ", 1.0)[0] and not score(plain, "b = 3\n", 1.0)[0]
+
+    engine = load("builtin")
+    rows = run_task(engine, holes, 16, None, 10.0, "test", progress=False)
+    assert list(rows) == list(SETTINGS)
+    assert all(r["holes"] == 3 and r["nfe"] >= 1 for r in rows.values())
+    assert rows["fixed"]["span"] == 16.0  # a fixed span neither grows nor shrinks
+    true = sum(len(engine.encode(h.middle)) for h in holes) / 3
+    assert rows["oracle"]["span"] == round(true, 1)
+    table = format_task({"task": "single-line", "span": 16, "heldout": rows, "humaneval": None})
+    assert table.count("| held-out |") == 4 and "skipped" in table

@@ -47,10 +47,27 @@ def biased(engine: Engine, token: int, bias: float) -> torch.nn.Linear:
         (StopRule("indent", indent=4), "\n    x = 1\n    if x:\n        y", None),
         (StopRule("indent", indent=4), "\n    x = 1\n", None),  # no dedent seen yet
         (StopRule("none"), "a\n}\n", None),
+        # a statement that opens a block ends with its block; one inserted keeps its newline
+        (StopRule("line", opener=":"), "if x:\n    y = 1\n    z = 2\nw = 3", 25),
+        (StopRule("line", opener=":", newline=True), "if x:\n    y = 1\n    z = 2\nw", 26),
+        (StopRule("line", opener=":"), "if x:\n    y = 1\n", None),
+        (StopRule("line", opener=":"), "x = 1  # note:\ny", 14),
+        (StopRule("line", newline=True), "x = 1\ny", 6),
+        (StopRule("line", statement=True), "\n  \n    x = 1\ny", 13),  # blank lines first
+        (StopRule("line", statement=True), "\n   ", None),
+        (StopRule("line"), "\n    x = 1\n", 0),  # the rest of a line: a newline ends it
     ],
 )
 def test_stop_rule_finds_the_end_of_the_construct(rule: StopRule, text: str, cut: int) -> None:
     assert rule.cut(text) == cut
+
+
+def test_an_inserted_statement_closes_with_its_newline() -> None:
+    rule = StopRule("line", newline=True, statement=True)
+    assert rule.close("x = 1") == "x = 1\n"  # ended by an end token before its newline
+    assert rule.close("x = 1\n") == "x = 1\n"
+    assert rule.close("      ") == ""  # indentation alone is no statement
+    assert StopRule("line").close("x = 1") == "x = 1"  # the rest of a line: as it is
 
 
 def test_the_engine_keeps_the_ids_whose_text_reaches_the_cut(dream_engine: Engine) -> None:
@@ -137,6 +154,45 @@ def test_expand_becomes_two_masks_up_to_max_span(dream_engine: Engine) -> None:
     assert r.edits >= 8 and r.span == 12  # every expand added a mask until the cap
     assert 7 not in r.token_ids and len(r.token_ids) == 12
     assert fixed.edits == 0 and fixed.span == 4 and 7 not in fixed.token_ids
+
+
+def test_expand_ends_at_the_model_positions(dream_engine: Engine) -> None:
+    """A model that always wants room, on a canvas already at the model's positions: expand is
+    refused there, so the decode ends (it once turned the expand into a mask forever)."""
+    engine = Engine(
+        dream_engine.model, dream_engine.tokenizer, MASK_ID, dream_engine.end_ids, expand_id=7
+    )
+    limit = engine.args.max_positions
+    long_prefix = PREFIX + "\n    x = 1" * limit  # more tokens than the model has positions
+    old = biased(engine, 7, 8.0)
+    try:
+        params = InfillParams(span=8, block_size=4, max_span=64, expand=True)
+        r = engine.infill(long_prefix, SUFFIX, params)
+    finally:
+        engine.model.lm_head = old
+    assert r.stop_reason in ("span_full", "end_token") and 7 not in r.token_ids
+    assert r.nfe < 64 and r.span <= 64
+
+
+def test_expand_and_delete_churn_is_bounded(dream_engine: Engine) -> None:
+    engine = Engine(
+        dream_engine.model,
+        dream_engine.tokenizer,
+        MASK_ID,
+        dream_engine.end_ids,
+        expand_id=7,
+        delete_id=9,
+    )
+    old = biased(engine, 7, 8.0)
+    try:
+        with torch.no_grad():
+            engine.model.lm_head.bias[9] = 8.0  # both wanted everywhere, about equally
+        r = engine.infill(
+            PREFIX, SUFFIX, InfillParams(span=4, block_size=4, max_span=8, expand=True)
+        )
+    finally:
+        engine.model.lm_head = old
+    assert r.edits <= 2 * 8 + 8 and r.stop_reason != "cancelled"
 
 
 def test_delete_removes_its_position(dream_engine: Engine) -> None:

@@ -13,6 +13,9 @@ HumanEval, which the corpus excludes):
   cache, the figure that shows parallel decoding working;
 * HumanEval-SingleLineInfilling pass@1 (greedy) at a fixed and at the oracle span, each program
   run in the sandbox (sandbox.py).
+
+With `--task single-line|multi-line|random-span` it runs the span-length evaluation instead
+(span_eval.py): fixed, planned, planned + expand/delete and oracle spans on the same holes.
 """
 
 from __future__ import annotations
@@ -122,6 +125,7 @@ class EvalConfig:
     seed: int = 0
     timeout: float = 10.0  # seconds per sandboxed program
     ar_baseline: str | None = None  # a model dir trained with --objective ar
+    task: str | None = None  # span_eval's task; None: the model report above
 
     def __post_init__(self) -> None:
         for f in ("span", "seq_len"):
@@ -279,6 +283,8 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     t0 = time.monotonic()
     engine = load(cfg.model)
+    if cfg.task is not None:
+        return _span_task(engine, cfg, t0)
     train, held = split_corpus()  # one walk of the stdlib for both the baseline and the holes
     texts = [f.text for f in held]
     tau = engine.threshold if cfg.threshold is None else cfg.threshold
@@ -337,6 +343,29 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     else:
         report["humaneval_single_line"] = None
         report["humaneval_missing"] = str(path)
+    report["wall_seconds"] = round(time.monotonic() - t0, 1)
+    return report
+
+
+def _span_task(engine: Any, cfg: EvalConfig, t0: float) -> dict[str, Any]:
+    from .span_eval import evaluate_task
+
+    data = cfg.data if cfg.data is not None else DEFAULT_DATA
+    report = evaluate_task(
+        engine,
+        cfg.task or "",
+        data if data.is_dir() else data.parent,
+        cfg.limit,
+        heldout_texts(),
+        cfg.lines,
+        cfg.span,
+        cfg.threshold,
+        cfg.timeout,
+        cfg.seed,
+    )
+    report.update(
+        model=cfg.model, threshold=engine.threshold if cfg.threshold is None else cfg.threshold
+    )
     report["wall_seconds"] = round(time.monotonic() - t0, 1)
     return report
 
@@ -421,6 +450,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--timeout", type=float, default=d.timeout, help="seconds per program")
     ap.add_argument("--ar-baseline", default=None, help="an AR-trained model dir to compare")
+    ap.add_argument(
+        "--task",
+        choices=("single-line", "multi-line", "random-span"),
+        default=None,
+        help="span-length evaluation: fixed, planned, planned+expand and oracle spans side by "
+        "side on HumanEval infilling (--limit problems) and held-out holes (--lines)",
+    )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
@@ -432,7 +468,14 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"dllm-infill eval-infill: {e}", file=sys.stderr)
         return 2
-    print(json.dumps(report, indent=2) if a.json else format_table(report))
+    if a.json:
+        print(json.dumps(report, indent=2))
+    elif a.task:
+        from .span_eval import format_task
+
+        print(format_task(report))
+    else:
+        print(format_table(report))
     return 0
 
 

@@ -320,11 +320,15 @@ local function run()
     local result = answer and answer.result or {}
     emit({
       step = case.step,
-      -- The server answered the command; the builtin model may write nothing for a selection
-      -- (its message says so), and then the text stays.
+      -- The server answered the command; the builtin model may write nothing for a selection,
+      -- or text that would add a syntax error (its message says so), and then the text stays.
       ok = answer ~= nil
         and answer.err == nil
-        and (result.applied or (result.message or ''):find('wrote nothing') ~= nil),
+        and (
+          result.applied
+          or (result.message or ''):find('wrote nothing') ~= nil
+          or (result.message or ''):find('not applied') ~= nil
+        ),
       changed = not vim.deep_equal(after, before),
       result = result,
       text = table.concat(vim.list_slice(after, 1, 6), '\n'),

@@ -1,0 +1,415 @@
+'use strict';
+// Drives the dLLM Infill extension in code-server (VS Code 1.100 in a browser) with headless
+// chromium through puppeteer-core; test_vscode.py starts code-server and runs this as
+//   NODE_PATH=build/vscode-e2e/node_modules node tests/editors/drive_vscode.js
+// Environment: DLLM_URL (code-server's address with ?folder=), DLLM_FILE (the workspace's
+// sample.py, read back from disk after each edit), DLLM_SETTINGS (the user settings.json),
+// DLLM_RESULT (JSON lines are appended there), DLLM_SCREENS (a folder for screenshots),
+// DLLM_PROFILE (chromium's throwaway profile), DLLM_T0 (the wall time code-server was launched
+// at, in seconds), DLLM_CHROMIUM (default /usr/bin/chromium). Each step writes one
+// {"step": ..., "ok": bool, "t": seconds since launch, ...} line; the last is {"step": "done"}.
+
+const fs = require('fs');
+const path = require('path');
+const puppeteer = require('puppeteer-core');
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) {
+    throw new Error(`${name} is not set`);
+  }
+  return value;
+};
+const URL = env('DLLM_URL');
+const FILE = env('DLLM_FILE');
+const SETTINGS = env('DLLM_SETTINGS');
+const RESULT = env('DLLM_RESULT');
+const SCREENS = env('DLLM_SCREENS');
+const PROFILE = env('DLLM_PROFILE');
+const T0 = Number(env('DLLM_T0'));
+const CHROMIUM = process.env.DLLM_CHROMIUM || '/usr/bin/chromium';
+const STATUS_ITEM = 'dllm-infill.dllm-infill'; // the DOM id VS Code gives the extension's item
+
+const sinceLaunch = () => Date.now() / 1000 - T0;
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function emit(record) {
+  fs.appendFileSync(RESULT, JSON.stringify({ ...record, t: sinceLaunch() }) + '\n');
+}
+
+async function screenshot(page, name) {
+  const file = path.join(SCREENS, name);
+  await page.screenshot({ path: file });
+  return file;
+}
+
+/** Polls fn (async, in this process) until it returns something truthy or timeoutMs passes. */
+async function until(timeoutMs, fn, everyMs = 250) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value) {
+      return value;
+    }
+    if (Date.now() > deadline) {
+      return undefined;
+    }
+    await sleep(everyMs);
+  }
+}
+
+const readFile = () => fs.readFileSync(FILE, 'utf8');
+
+async function chord(page, modifiers, key) {
+  for (const m of modifiers) {
+    await page.keyboard.down(m);
+  }
+  await page.keyboard.press(key);
+  for (const m of [...modifiers].reverse()) {
+    await page.keyboard.up(m);
+  }
+}
+
+/** The labels of the quick input's visible rows (command palette, quick open, go to line). */
+function quickInputRows(page) {
+  return page.$$eval('.quick-input-widget .quick-input-list .monaco-list-row', (rows) =>
+    rows.map((row) => row.getAttribute('aria-label') || row.textContent)
+  );
+}
+
+async function quickInputOpen(page) {
+  await page.waitForSelector('.quick-input-widget .quick-input-box input', {
+    visible: true,
+    timeout: 15000,
+  });
+}
+
+/** Opens the command palette with `text` typed; the rows it lists. */
+async function palette(page, text) {
+  await page.keyboard.press('F1');
+  await quickInputOpen(page);
+  await page.keyboard.type(text);
+  await sleep(300);
+  return quickInputRows(page);
+}
+
+/** Runs a palette command by its exact title. */
+async function runCommand(page, title) {
+  await page.keyboard.press('F1');
+  await quickInputOpen(page);
+  await page.keyboard.type(title);
+  const found = await until(15000, async () =>
+    (await quickInputRows(page)).some((label) => label.startsWith(title))
+  );
+  if (!found) {
+    await page.keyboard.press('Escape');
+    throw new Error(`the palette has no command "${title}": ${await quickInputRows(page)}`);
+  }
+  await page.keyboard.press('Enter');
+}
+
+/** Moves the cursor with Go to Line (Ctrl+G), `where` as "line" or "line:column" (1-based). */
+async function goTo(page, where) {
+  await chord(page, ['Control'], 'g');
+  await quickInputOpen(page);
+  await page.keyboard.type(where);
+  await sleep(200);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('.quick-input-widget', { hidden: true, timeout: 10000 });
+}
+
+/** The status bar item of the extension: its aria-label (text and tooltip) and its icon. */
+function statusItem(page) {
+  return page.evaluate((id) => {
+    const item = document.getElementById(id);
+    if (!item) {
+      return undefined;
+    }
+    const icon = item.querySelector('.codicon');
+    const label = item.querySelector('[aria-label]') || item;
+    return {
+      label: label.getAttribute('aria-label') || '',
+      text: item.textContent.trim(),
+      icon: icon ? [...icon.classList].find((c) => c.startsWith('codicon-') && c !== 'codicon-modifier-spin') : null,
+    };
+  }, STATUS_ITEM);
+}
+
+/** The inline suggestion on screen: the text of VS Code's ghost-text decorations, or ''. */
+function ghostText(page) {
+  return page.evaluate(() => {
+    const inline = [...document.querySelectorAll('.monaco-editor .ghost-text-decoration')]
+      .map((e) => e.textContent)
+      .join('');
+    // Lines after the first are drawn in a view zone: .suggest-preview-text .view-line, whose
+    // spans are of class ghost-text.
+    const more = [
+      ...document.querySelectorAll('.monaco-editor .suggest-preview-text .view-line'),
+    ].map((e) => e.textContent);
+    return [inline, ...more].join('\n').replace(/\u00a0/g, ' ');
+  });
+}
+
+/** The notification toasts' messages. */
+function toasts(page) {
+  return page.$$eval('.notifications-toasts .notification-list-item-message', (els) =>
+    els.map((e) => e.textContent)
+  );
+}
+
+/** Saves the active editor (Ctrl+S) until the file on disk differs from `before`. */
+async function saveUntilChanged(page, before, timeoutMs) {
+  return until(
+    timeoutMs,
+    async () => {
+      const text = readFile();
+      if (text !== before) {
+        return text;
+      }
+      const dirty = await page.$('.tabs-container .tab.active.dirty');
+      if (dirty) {
+        await chord(page, ['Control'], 's');
+      }
+      return undefined;
+    },
+    500
+  );
+}
+
+async function run(page) {
+  await page.goto(URL, { waitUntil: 'domcontentloaded', timeout: 60000 });
+  await page.waitForSelector('.monaco-workbench .part.statusbar', { timeout: 90000 });
+  await page.waitForFunction(
+    () =>
+      [...document.querySelectorAll('.explorer-folders-view .monaco-list-row')].some((row) =>
+        row.textContent.includes('sample.py')
+      ),
+    { timeout: 60000 }
+  );
+  emit({ step: 'workbench', ok: true });
+
+  // Quick Open (Ctrl+P) sample.py; opening a python file activates the extension.
+  await chord(page, ['Control'], 'p');
+  await quickInputOpen(page);
+  await page.keyboard.type('sample.py');
+  await until(15000, async () => (await quickInputRows(page)).some((l) => l.includes('sample.py')));
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('.tabs-container .tab.active[aria-label*="sample.py"]', {
+    timeout: 30000,
+  });
+  await page.waitForFunction(
+    () => document.activeElement && document.activeElement.closest('.monaco-editor'),
+    { timeout: 30000 }
+  );
+  emit({ step: 'open', ok: true });
+
+  // The status bar item: shown at once (starting or loading), then ready with a check mark.
+  const first = await until(60000, () => statusItem(page));
+  emit({ step: 'status_item', ok: first !== undefined, item: first });
+  if (!first) {
+    return;
+  }
+  const ready = await until(240000, async () => {
+    const item = await statusItem(page);
+    return item && (item.icon === 'codicon-check' || item.icon === 'codicon-error') && item;
+  });
+  emit({ step: 'ready', ok: ready !== undefined && ready.icon === 'codicon-check', item: ready });
+  if (!ready || ready.icon !== 'codicon-check') {
+    return;
+  }
+
+  // Ghost text at the blank line inside mean()'s body, after typed indentation.
+  let before = readFile();
+  const lines = before.split('\n');
+  if (lines[2] !== '') {
+    throw new Error('fixture: line 3 of sample.py should be blank');
+  }
+  await goTo(page, '3');
+  const typed = Date.now();
+  await page.keyboard.type('    ');
+  const ghost = await until(
+    Number(process.env.DLLM_GHOST_WAIT || 120) * 1000,
+    async () => {
+      const text = await ghostText(page);
+      return text.trim() !== '' && text;
+    },
+    100
+  );
+  const ghostShot = ghost ? await screenshot(page, 'vscode-ghost.png') : undefined;
+  emit({
+    step: 'ghost',
+    ok: ghost !== undefined,
+    text: ghost,
+    after_typing_s: (Date.now() - typed) / 1000,
+    screenshot: ghostShot,
+  });
+  if (!ghost) {
+    await screenshot(page, 'vscode-no-ghost.png');
+    return;
+  }
+
+  // Tab accepts; the document (saved, read back from disk) has the ghost's text at the cursor.
+  const shown = (await ghostText(page)) || ghost; // as it is now, should a newer one have come
+  await page.keyboard.press('Tab');
+  const accepted = await saveUntilChanged(page, before, 15000);
+  const firstLine = shown.split('\n')[0];
+  const after = accepted ? accepted.split('\n') : [];
+  emit({
+    step: 'accept',
+    ok:
+      accepted !== undefined &&
+      after.slice(0, 2).join('\n') === lines.slice(0, 2).join('\n') &&
+      after[2].startsWith('    ' + firstLine) &&
+      after.slice(-lines.length + 3).join('\n') === lines.slice(3).join('\n'),
+    line3: after[2],
+    ghost_line: firstLine,
+    ghost_gone: (await ghostText(page)).trim() === '',
+  });
+  await page.keyboard.press('Escape');
+
+  // The palette lists the extension's commands.
+  const rows = await palette(page, 'dLLM');
+  await page.keyboard.press('Escape');
+  const titles = [
+    'dLLM: Fill function body',
+    'dLLM: Regenerate selection',
+    'dLLM: Refine selection',
+    'dLLM: Show Status',
+  ];
+  emit({
+    step: 'commands',
+    ok: titles.every((title) => rows.some((row) => row.startsWith(title))),
+    rows,
+  });
+
+  // dLLM: Fill function body with the cursor in clamp()'s body: the server's edit lands.
+  before = readFile();
+  const defLine = before.split('\n').findIndex((l) => l.startsWith('def clamp')) + 1;
+  await goTo(page, `${defLine + 2}:5`);
+  await runCommand(page, 'dLLM: Fill function body');
+  const filled = await saveUntilChanged(page, before, 120000);
+  const fillShot = await screenshot(page, 'vscode-fill.png');
+  const beforeLines = before.split('\n');
+  const filledLines = filled ? filled.split('\n') : [];
+  emit({
+    step: 'fill',
+    ok:
+      filled !== undefined &&
+      filledLines.slice(0, defLine + 1).join('\n') === beforeLines.slice(0, defLine + 1).join('\n'),
+    body: filledLines.slice(defLine + 1).join('\n'),
+    toasts: await toasts(page),
+    screenshot: fillShot,
+  });
+
+  // dLLM: Show Status: one line in a notification.
+  await runCommand(page, 'dLLM: Show Status');
+  const statusLine = await until(15000, async () =>
+    (await toasts(page)).find((m) => m.startsWith('dLLM: '))
+  );
+  emit({
+    step: 'show_status',
+    ok: statusLine !== undefined && statusLine.startsWith('dLLM: ready'),
+    line: statusLine,
+  });
+
+  // A dllm.serverPath that resolves to nothing, typed into the Settings editor: the server
+  // restarts, and the restart says that the command is missing and the item turns red.
+  // (code-server does not notice settings.json written behind its back.)
+  const bad = '/nonexistent/dllm-infill-ls';
+  const earlier = await toasts(page);
+  await runCommand(page, 'Preferences: Open User Settings');
+  await page.waitForSelector('.settings-editor .suggest-input-container', { timeout: 30000 });
+  await page.keyboard.type('dllm.serverPath');
+  const input = '.settings-editor .setting-item-text input';
+  await until(15000, () =>
+    page.$$eval(input, (els) => els.length === 1 && els[0].value.includes('dllm-infill-ls'))
+  );
+  await page.click(input);
+  await chord(page, ['Control'], 'a');
+  await page.keyboard.type(bad);
+  const written = await until(15000, () => {
+    try {
+      return JSON.parse(fs.readFileSync(SETTINGS, 'utf8'))['dllm.serverPath'] === bad;
+    } catch {
+      return false; // being written
+    }
+  });
+  const missing = await until(30000, async () =>
+    (await toasts(page)).find((m) => m.includes(bad))
+  );
+  const failed = await until(10000, async () => {
+    const item = await statusItem(page);
+    return item && item.icon === 'codicon-error' && item;
+  });
+  await sleep(2000); // the status poll of the old client (every second while it ran) is stopped
+  const item = await statusItem(page);
+  // Nothing else went wrong on the way (such as a settings notification to the stopping client).
+  const others = (await toasts(page)).filter((m) => m !== missing && !earlier.includes(m));
+  const missingShot = await screenshot(page, 'vscode-missing-server.png');
+  emit({
+    step: 'missing_server',
+    ok:
+      written !== undefined &&
+      missing !== undefined &&
+      missing.includes('not found') &&
+      failed !== undefined &&
+      item.label.includes(`"${bad}" not found`) &&
+      others.length === 0,
+    settings_written: written !== undefined,
+    message: missing,
+    item,
+    other_messages: others,
+    screenshot: missingShot,
+  });
+}
+
+async function main() {
+  fs.mkdirSync(SCREENS, { recursive: true });
+  const browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    userDataDir: PROFILE,
+    // As root chromium needs --no-sandbox; the network flags keep it off everything but
+    // 127.0.0.1 (this machine's network is closed, and every refused connection is noise).
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--window-size=1400,900',
+    ],
+    defaultViewport: { width: 1400, height: 900 },
+    timeout: 60000,
+  });
+  emit({ step: 'browser', ok: true, version: await browser.version() });
+  const page = await browser.newPage();
+  const errors = [];
+  page.on('pageerror', (error) => errors.push(String(error).slice(0, 300)));
+  const watchdog = setTimeout(() => {
+    emit({ step: 'watchdog', ok: false, error: 'the driver ran past 420 s' });
+    process.exit(2);
+  }, 420000);
+  try {
+    await run(page);
+  } catch (error) {
+    let shot;
+    try {
+      shot = await screenshot(page, 'vscode-error.png');
+    } catch {
+      shot = undefined;
+    }
+    emit({ step: 'error', ok: false, error: String(error.stack || error), screenshot: shot });
+  } finally {
+    clearTimeout(watchdog);
+    emit({ step: 'done', ok: true, page_errors: errors });
+    await browser.close();
+  }
+}
+
+main().catch((error) => {
+  emit({ step: 'error', ok: false, error: String(error.stack || error) });
+  process.exit(1);
+});
