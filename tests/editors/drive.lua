@@ -217,6 +217,15 @@ local function run()
     return g ~= nil and g ~= '' and g
   end)
   if word_ghost then
+    -- A later answer for the same cursor may replace the first ghost text: wait until it holds
+    -- still, so that the word accepted is read from the ghost text on screen at that moment.
+    local deadline = vim.uv.now() + 5000
+    repeat
+      sleep(300)
+      local again = ghost_text()
+      local stable = again == word_ghost
+      word_ghost = again or word_ghost
+    until stable or vim.uv.now() > deadline
     tick = api.nvim_buf_get_changedtick(0)
     keys('<M-l>', 'm')
     wait_for(10, function()

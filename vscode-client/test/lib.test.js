@@ -57,3 +57,12 @@ test('statusSummary is one line', () => {
   assert.ok(!s.includes('\n'));
   assert.strictEqual(lib.statusSummary(undefined), 'dLLM: the server is not running');
 });
+
+test('package.json leaves decode.threshold to the model: default null, as the server', () => {
+  // VS Code sends every dllm.* default in initializationOptions, so a number here would
+  // override the τ the model directory recommends.
+  const manifest = require('../package.json');
+  const threshold = manifest.contributes.configuration.properties['dllm.decode.threshold'];
+  assert.strictEqual(threshold.default, null);
+  assert.deepStrictEqual(threshold.type, ['number', 'null']);
+});
