@@ -64,6 +64,88 @@ def fill(argv: list[str]) -> int:
     return 0
 
 
+def serve(argv: list[str]) -> int:
+    """`dllm-infill serve`: one engine for many editors (docs/service.md)."""
+    import asyncio
+    import logging
+    import signal
+
+    from . import load
+    from .scheduler import Scheduler
+    from .service import (
+        TOKEN_ENV,
+        Address,
+        ServeError,
+        Service,
+        is_loopback,
+        parse_address,
+        resolve_token,
+    )
+    from .service import (
+        serve as serve_forever,
+    )
+
+    ap = argparse.ArgumentParser(
+        prog="dllm-infill serve",
+        description="Serve infill requests (length-prefixed msgpack) on a Unix socket or TCP.",
+    )
+    ap.add_argument("--listen", required=True, help="unix:PATH or tcp:HOST:PORT")
+    ap.add_argument("--allow-remote", action="store_true", help="TCP: bind a non-loopback host")
+    ap.add_argument(
+        "--token-file", help=f"owner-only (0600) file with the token (default: ${TOKEN_ENV})"
+    )
+    ap.add_argument("--model", default="builtin")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--qwen2-diffusion", action="store_true")
+    ap.add_argument("--max-batch", type=int, default=8, help="requests decoded together")
+    ap.add_argument("--max-queue", type=int, default=64, help="requests waiting, at most")
+    ap.add_argument("--log-level", default="INFO")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=a.log_level.upper(), format="dllm-infill serve: %(message)s")
+    try:
+        address = parse_address(a.listen)
+        token = resolve_token(a.token_file)
+        if address.kind == "tcp":
+            if token is None:
+                raise ServeError(
+                    f"TCP needs a token: set ${TOKEN_ENV} or pass --token-file (mode 0600)"
+                )
+            if not is_loopback(address.host) and not a.allow_remote:
+                raise ServeError(f"{address.host} is not a loopback address; pass --allow-remote")
+        if a.max_batch < 1 or a.max_queue < 1:
+            raise ServeError("--max-batch and --max-queue must be >= 1")
+        engine = load(a.model, device=a.device, dtype=a.dtype, qwen2_as_diffusion=a.qwen2_diffusion)
+    except (ServeError, OSError, ValueError) as e:
+        print(f"dllm-infill serve: {e}", file=sys.stderr)
+        return 2
+    scheduler = Scheduler(engine, max_queue=a.max_queue, max_batch=a.max_batch)
+    service = Service(scheduler, str(a.model), token)
+
+    def ready(bound: Address) -> None:
+        print(
+            f"dllm-infill serve: listening on {bound} (model {a.model})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve_forever(service, address, allow_remote=a.allow_remote, ready=ready, stop=stop)
+
+    try:
+        asyncio.run(main())
+    except ServeError as e:
+        print(f"dllm-infill serve: {e}", file=sys.stderr)
+        return 2
+    finally:
+        service.shutdown()
+    return 0
+
+
 # Subcommands other packages add (`bench-lsp` from lsp_server), found through entry points so
 # that nothing in infill_engine imports them.
 PLUGIN_GROUP = "dllm_infill.commands"
@@ -78,7 +160,7 @@ def _plugins() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     plugins = _plugins()
-    commands = ["fill", "bench", *sorted(plugins), "train", "eval-infill"]
+    commands = ["fill", "bench", *sorted(plugins), "serve", "bench-serve", "train", "eval-infill"]
     if not argv or argv[0] not in commands:
         print(f"usage: dllm-infill {{{','.join(commands)}}} [--help]", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
@@ -89,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         from .lab.bench import main as bench_main
 
         return bench_main(rest)
+    if cmd == "serve":
+        return serve(rest)
+    if cmd == "bench-serve":
+        from .lab.bench_serve import main as bench_serve_main
+
+        return bench_serve_main(rest)
     if cmd in plugins:
         run: Callable[[list[str]], int] = plugins[cmd].load()
         return run(rest)

@@ -1,0 +1,386 @@
+"""`Scheduler`: one engine, many callers. A bounded priority queue and one worker thread.
+
+The scheduler owns the queue and never touches a tensor: the worker takes up to `max_batch`
+waiting requests per round (the highest priority first, first come first served within a
+priority) and hands them to `Engine.run`, which decodes them together in shared forward passes.
+
+This is *request-level* batching: a request joins at the start of a round and a round lasts as
+long as its longest request, so a request that arrives during a round waits for it to end.
+Rows leave a round early (finished or cancelled) and free their cache rows at once, but no row
+can join one. Joining a running batch at block boundaries is the next step; it needs runner
+changes (see docs/service.md): `BlockRunner.run` sizes its `KVCache` for the rows it starts with
+and keeps the live rows in a local list, so it would need a hook to admit rows between steps and
+a cache that can grow by slots.
+
+Deadlines bound the *wait*: a request still queued when its deadline passes fails with
+`DeadlineExceeded` (a reaper thread fails it on time, even while a long round runs); a request
+that has started runs to its end unless it is cancelled.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from .engine import InfillRequest, SpanPlanLike
+from .params import InfillParams, InfillResult
+
+Priority = Literal["invoked", "automatic", "command"]
+# lower runs first: a completion the user asked for, then as-you-type ghost text, then commands
+PRIORITIES: dict[str, int] = {"invoked": 0, "automatic": 1, "command": 2}
+
+TicketState = Literal["queued", "running", "done"]
+
+
+class SchedulerError(Exception):
+    """A request the scheduler did not run to its end. `code` names it on the wire."""
+
+    code = "internal"
+
+
+class Busy(SchedulerError):
+    """The queue is full: try again later."""
+
+    code = "busy"
+
+
+class DeadlineExceeded(SchedulerError):
+    """The request's deadline passed before it started."""
+
+    code = "deadline"
+
+
+class Cancelled(SchedulerError):
+    """The request was cancelled before it started (or the scheduler closed)."""
+
+    code = "cancelled"
+
+
+class EngineLike(Protocol):
+    """What the scheduler uses of `Engine`."""
+
+    def request(
+        self,
+        prefix: str,
+        suffix: str,
+        params: InfillParams | None = None,
+        plan: SpanPlanLike | None = None,
+        cancel: threading.Event | None = None,
+    ) -> InfillRequest: ...
+
+    def run(self, requests: Sequence[InfillRequest]) -> list[InfillResult]: ...
+
+    @property
+    def args(self) -> Any: ...
+
+
+@dataclass(eq=False)
+class Ticket:
+    """A submitted request: its future, its cancel flag and where it stands."""
+
+    id: int
+    priority: int
+    request: InfillRequest
+    cancel_event: threading.Event
+    submitted: float  # time.monotonic()
+    deadline: float | None  # time.monotonic() after which it may no longer start
+    future: Future[InfillResult] = field(default_factory=Future)
+    state: TicketState = "queued"
+    started: float | None = None
+    batch_size: int = 0  # the size of the round it ran in
+
+    def result(self, timeout: float | None = None) -> InfillResult:
+        """The result; raises `Cancelled`, `DeadlineExceeded` or the engine's error."""
+        return self.future.result(timeout)
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    @property
+    def queue_ms(self) -> float:
+        end = self.started if self.started is not None else time.monotonic()
+        return (end - self.submitted) * 1000
+
+
+@dataclass
+class Stats:
+    queued: int = 0  # waiting now
+    running: int = 0  # in the current round
+    submitted: int = 0
+    done: int = 0  # ran to a result (stop_reason other than "cancelled")
+    cancelled: int = 0  # cancelled while queued or while running
+    expired: int = 0  # deadline passed while queued
+    busy: int = 0  # rejected on a full queue
+    failed: int = 0  # the engine raised
+    rounds: int = 0  # engine.run calls
+    rows: int = 0  # requests run over all rounds
+    passes: int = 0  # forward passes of the requests that ran (each row's nfe, summed)
+
+    @property
+    def mean_batch(self) -> float:
+        return self.rows / self.rounds if self.rounds else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.__dict__)
+        out["mean_batch"] = round(self.mean_batch, 3)
+        return out
+
+
+class Scheduler:
+    """Queue requests for one engine and run them in rounds of up to `max_batch`.
+
+    `start=False` creates it paused: requests queue until `start()` (tests, warm-up)."""
+
+    def __init__(
+        self,
+        engine: EngineLike,
+        max_queue: int = 64,
+        max_batch: int = 8,
+        start: bool = True,
+        on_round: Callable[[list[Ticket]], None] | None = None,
+    ) -> None:
+        if max_queue < 1 or max_batch < 1:
+            raise ValueError("max_queue and max_batch must be >= 1")
+        self.engine = engine
+        self.max_queue = max_queue
+        self.max_batch = max_batch
+        self.on_round = on_round  # called on the worker before each round (tests, logging)
+        self._cond = threading.Condition()
+        self._heap: list[tuple[int, int, Ticket]] = []  # (priority, seq, ticket)
+        self._seq = itertools.count()
+        self._running: list[Ticket] = []
+        self._stats = Stats()
+        self._closed = False
+        self._worker = threading.Thread(target=self._work, name="dllm-scheduler", daemon=True)
+        self._reaper = threading.Thread(target=self._reap, name="dllm-deadlines", daemon=True)
+        self._started = False
+        self._reaper.start()  # deadlines run out even while paused
+        if start:
+            self.start()
+
+    # -- callers ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        with self._cond:
+            if self._started:
+                return
+            self._started = True
+        self._worker.start()
+
+    def submit(
+        self,
+        prefix: str,
+        suffix: str,
+        params: InfillParams | None = None,
+        *,
+        plan: SpanPlanLike | None = None,
+        priority: Priority = "automatic",
+        deadline_s: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Ticket:
+        """Encode a hole (on the caller's thread) and queue it. Raises `Busy` on a full queue,
+        `ValueError` on a request the engine cannot run."""
+        event = cancel if cancel is not None else threading.Event()
+        request = self.engine.request(prefix, suffix, params, plan=plan, cancel=event)
+        return self.submit_request(request, priority=priority, deadline_s=deadline_s)
+
+    def submit_request(
+        self,
+        request: InfillRequest,
+        *,
+        priority: Priority = "automatic",
+        deadline_s: float | None = None,
+    ) -> Ticket:
+        """Queue an encoded request. Its `cancel` event (one is added when it has none) is the
+        ticket's: setting it has the effect of `cancel(ticket)`."""
+        if priority not in PRIORITIES:
+            raise ValueError(f"priority must be one of {tuple(PRIORITIES)}, got {priority!r}")
+        if deadline_s is not None and math.isnan(deadline_s):
+            raise ValueError("deadline_s must be a number")
+        limit = getattr(self.engine.args, "max_positions", None)
+        if isinstance(limit, int) and request.span > limit:
+            raise ValueError(f"span {request.span} exceeds the model's {limit} positions")
+        if request.cancel is None:
+            request = InfillRequest(
+                request.prefix_ids,
+                request.suffix_ids,
+                request.span,
+                request.params,
+                threading.Event(),
+                stop=request.stop,
+                max_span=request.max_span,
+            )
+        assert request.cancel is not None
+        now = time.monotonic()
+        ticket = Ticket(
+            id=0,
+            priority=PRIORITIES[priority],
+            request=request,
+            cancel_event=request.cancel,
+            submitted=now,
+            deadline=None if deadline_s is None else now + max(0.0, deadline_s),
+        )
+        with self._cond:
+            if self._closed:
+                self._resolve(ticket, Cancelled("the scheduler is closed"))
+                return ticket
+            if len(self._heap) >= self.max_queue:
+                self._stats.busy += 1
+                raise Busy(f"the queue is full ({self.max_queue} waiting); try again later")
+            seq = next(self._seq)
+            ticket.id = seq
+            self._stats.submitted += 1
+            if ticket.cancel_event.is_set():
+                self._stats.cancelled += 1
+                self._resolve(ticket, Cancelled("cancelled before it was queued"))
+                return ticket
+            heapq.heappush(self._heap, (ticket.priority, seq, ticket))
+            self._cond.notify_all()
+        return ticket
+
+    def cancel(self, ticket: Ticket) -> bool:
+        """Cancel a request: a queued one never starts (its future raises `Cancelled` now), a
+        running one leaves its batch before its next step (its result has stop_reason
+        "cancelled"). False when it had already finished."""
+        ticket.cancel_event.set()
+        with self._cond:
+            if ticket.state == "queued" and not ticket.done():
+                self._drop(ticket)
+                self._stats.cancelled += 1
+                self._resolve(ticket, Cancelled("cancelled while queued"))
+                self._cond.notify_all()
+                return True
+            return ticket.state == "running"
+
+    def stats(self) -> dict[str, Any]:
+        with self._cond:
+            self._stats.queued = len(self._heap)
+            self._stats.running = len(self._running)
+            return self._stats.as_dict()
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Cancel everything (queued requests fail with `Cancelled`, running ones stop at their
+        next step) and stop the threads."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            for _, _, ticket in self._heap:
+                ticket.cancel_event.set()
+                self._stats.cancelled += 1
+                self._resolve(ticket, Cancelled("the scheduler closed"))
+            self._heap.clear()
+            for ticket in self._running:
+                ticket.cancel_event.set()
+            self._cond.notify_all()
+        for thread in (self._worker, self._reaper):
+            if thread.is_alive() and thread is not threading.current_thread():
+                thread.join(timeout)
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the worker -------------------------------------------------------------------------------
+    def _take(self) -> list[Ticket] | None:
+        """Wait for work; the next round's tickets, or None once closed."""
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                batch: list[Ticket] = []
+                now = time.monotonic()
+                while self._heap and len(batch) < self.max_batch:
+                    _, _, ticket = heapq.heappop(self._heap)
+                    if ticket.cancel_event.is_set():  # flagged through its own event
+                        self._stats.cancelled += 1
+                        self._resolve(ticket, Cancelled("cancelled while queued"))
+                    elif ticket.deadline is not None and now > ticket.deadline:
+                        self._expire(ticket)
+                    else:
+                        batch.append(ticket)
+                if batch:
+                    for ticket in batch:
+                        ticket.state, ticket.started = "running", now
+                        ticket.batch_size = len(batch)
+                    self._running = batch
+                    self._stats.rounds += 1
+                    self._stats.rows += len(batch)
+                    return batch
+                self._cond.wait()
+
+    def _work(self) -> None:
+        while (batch := self._take()) is not None:
+            if self.on_round is not None:
+                self.on_round(batch)
+            outcomes = self._run(batch)
+            with self._cond:
+                for ticket, outcome in zip(batch, outcomes, strict=True):
+                    if isinstance(outcome, BaseException):
+                        self._stats.failed += 1
+                    else:
+                        self._stats.passes += outcome.nfe
+                        if outcome.stop_reason == "cancelled":
+                            self._stats.cancelled += 1
+                        else:
+                            self._stats.done += 1
+                    self._resolve(ticket, outcome)
+                self._running = []
+
+    def _run(self, batch: list[Ticket]) -> list[InfillResult | BaseException]:
+        """One round. If the engine raises, run each request alone so that only the request
+        at fault fails."""
+        try:
+            return list(self.engine.run([t.request for t in batch]))
+        except Exception as e:
+            if len(batch) == 1:
+                return [e]
+        out: list[InfillResult | BaseException] = []
+        for ticket in batch:
+            try:
+                out.append(self.engine.run([ticket.request])[0])
+            except Exception as e:
+                out.append(e)
+        return out
+
+    def _reap(self) -> None:
+        """Fail queued requests whose deadline passed, on time even while a round runs."""
+        with self._cond:
+            while not self._closed:
+                now = time.monotonic()
+                due = [t for _, _, t in self._heap if t.deadline is not None and now > t.deadline]
+                for ticket in due:
+                    self._drop(ticket)
+                    self._expire(ticket)
+                deadlines = [t.deadline for _, _, t in self._heap if t.deadline is not None]
+                wait = max(0.0, min(deadlines) - now) + 0.001 if deadlines else None
+                self._cond.wait(wait)
+
+    # -- helpers (under the lock) -----------------------------------------------------------------
+    def _drop(self, ticket: Ticket) -> None:
+        self._heap = [entry for entry in self._heap if entry[2] is not ticket]
+        heapq.heapify(self._heap)
+
+    def _expire(self, ticket: Ticket) -> None:
+        self._stats.expired += 1
+        waited = (time.monotonic() - ticket.submitted) * 1000
+        self._resolve(ticket, DeadlineExceeded(f"the deadline passed after {waited:.0f} ms queued"))
+
+    @staticmethod
+    def _resolve(ticket: Ticket, outcome: InfillResult | BaseException) -> None:
+        ticket.state = "done"
+        try:
+            if isinstance(outcome, BaseException):
+                ticket.future.set_exception(outcome)
+            else:
+                ticket.future.set_result(outcome)
+        except InvalidStateError:  # the caller cancelled the future itself
+            pass
