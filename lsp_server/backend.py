@@ -8,6 +8,12 @@ first, so two models never share the memory.
 
 Cancellation is cooperative twice over: asyncio cancels the awaiting handler, and the handler
 sets the request's `threading.Event`, which the engine's block loop checks before every pass.
+
+With `engineAddress` the model runs in a `dllm-infill serve` service instead (remote.py): no
+weights are loaded here, only the model's tokenizer and config (`RemoteEngine`) for planning and
+context; each fill is one `infill` request, a set cancel flag or a cancelled handler sends
+`cancel {id}`, and a lost connection is one message to the user, `failed` state (no
+completions) and reconnection with backoff until the service is back.
 """
 
 from __future__ import annotations
@@ -24,11 +30,23 @@ from infill_engine import Engine, InfillParams, InfillResult, load
 from infill_engine.engine import RefineResult
 from infill_engine.loader import ModelLoadError
 from infill_engine.planner import SpanPlan
+from infill_engine.service import Message, ServiceError
 
 from .options import EngineOptions
+from .remote import (
+    Refused,
+    RemoteClient,
+    RemoteEngine,
+    RemoteError,
+    Unavailable,
+    engine_address,
+    engine_token,
+    load_remote_engine,
+)
 
 State = Literal["idle", "loading", "ready", "failed"]
 T = TypeVar("T")
+CANCEL_POLL_S = 0.02  # how often a remote request checks its cancel flag while it waits
 
 
 class NotReady(Exception):
@@ -49,11 +67,16 @@ class Counters:
 
 
 class Backend:
-    def __init__(self, log: Callable[[str], None]) -> None:
+    def __init__(
+        self, log: Callable[[str], None], tell: Callable[[str], None] | None = None
+    ) -> None:
         self.log = log
+        self.tell = tell or log  # what the user must see (a lost engine service), once
         self.state: State = "idle"
         self.error: str | None = None
-        self.engine: Engine | None = None
+        self.engine: Engine | RemoteEngine | None = None
+        self.remote: RemoteClient | None = None  # the engine service's client (engineAddress)
+        self.backoff_s = (0.5, 10.0)  # reconnecting to the service: first delay, longest delay
         self.options = EngineOptions()
         self.counters = Counters()
         self.loads = 0  # model loads that ran on the worker
@@ -68,8 +91,10 @@ class Backend:
         """Load the model on the worker; never raises (a failure is the `failed` state)."""
         self.state, self.error, self.options = "loading", None, options
         self.engine = None  # in-flight calls keep their own reference until they finish
+        self._close_remote()
         if options.address is not None:
-            self.log(f"engine service {options.address!r} is not supported yet; running in-process")
+            await self._connect(options, report)
+            return
         report(f"loading {options.model} on {options.device}")
         t0 = time.perf_counter()
         loop = asyncio.get_running_loop()
@@ -94,23 +119,203 @@ class Backend:
         with self._lock:
             for cancel in self._running:
                 cancel.set()
+        self._close_remote()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- the engine service (engineAddress) -------------------------------------------------------
+    async def _connect(self, options: EngineOptions, report: Callable[[str], None]) -> None:
+        assert options.address is not None
+        try:
+            address = engine_address(options.address)
+        except ValueError as e:
+            self.state, self.error = "failed", str(e)
+            return
+        report(f"connecting to the engine service at {address}")
+        first, longest = self.backoff_s
+        client = RemoteClient(
+            address,
+            engine_token(options.token),
+            self._remote_up,
+            self._remote_down,
+            backoff_s=first,
+            max_backoff_s=longest,
+        )
+        self.remote = client
+        try:
+            hello = await client.connect()
+        except Refused as e:
+            client.close()
+            self.state, self.error = "failed", f"engine service {address}: {e}"
+            return
+        except Unavailable as e:
+            self.state = "failed"
+            self.error = f"engine service {address} is unreachable ({e}); retrying meanwhile"
+            client.retry()
+            return
+        await self._remote_up(hello)
+
+    async def _remote_up(self, hello: Message) -> None:
+        """Connected (first time or again): the local stand-in, then `ready`."""
+        client = self.remote
+        if client is None:
+            return
+        first = self.state == "loading"  # the server reports how a load ends; later, we do
+        model = str(hello.get("model") or self.options.model)
+        engine = self.engine
+        if not (isinstance(engine, RemoteEngine) and engine.model == model):
+            names = [model, self.options.model]
+            loop = asyncio.get_running_loop()
+            try:
+                engine = await loop.run_in_executor(
+                    self._pool, load_remote_engine, names, str(client.address)
+                )
+            except (ModelLoadError, ValueError, OSError) as e:
+                if client is self.remote:
+                    client.close()  # retrying cannot help: the settings must change
+                    self.state, self.error, self.engine = "failed", str(e), None
+                    if not first:
+                        self._tell(self.error)
+                return
+        if client is not self.remote:
+            return  # reloaded while the tokenizer loaded
+        self.engine = engine  # kept for the next reconnection
+        if not client.connected:
+            return  # lost again meanwhile (and told): the retries go on
+        self.state, self.error = "ready", None
+        if first:
+            self.log(
+                f"engine service {client.address} ready: model {model}, "
+                f"{engine.args.max_positions} positions (tokenizer from {engine.path})"
+            )
+        else:
+            self.log(f"engine service {client.address} is back; completions resume")
+
+    def _remote_down(self, reason: str) -> None:
+        """The connection is lost (or a reconnection refused): one message, no completions."""
+        client = self.remote
+        if client is None or client.closed:
+            return
+        self.state = "failed"
+        self.error = (
+            f"engine service {client.address}: {reason}; no completions until it is back "
+            "(reconnecting)"
+        )
+        self._tell(self.error)
+
+    def _tell(self, message: str) -> None:
+        try:
+            self.tell(message)
+        except Exception:  # no client to tell (any more): the log has it
+            self.log(message)
+
+    def _close_remote(self) -> None:
+        if self.remote is not None:
+            self.remote.close()
+            self.remote = None
+
+    async def _remote_infill(
+        self,
+        prefix: str,
+        suffix: str,
+        params: list[InfillParams],
+        cancel: threading.Event,
+        plan: SpanPlan | None,
+        priority: str | None,
+    ) -> list[InfillResult]:
+        """One `infill` request per params; a set cancel flag (or a cancelled caller) sends
+        `cancel {id}` for each one still in flight."""
+        client = self.remote
+        if client is None or not client.connected:
+            raise NotReady(self.error or "the engine service is not connected")
+        if cancel.is_set():
+            raise Superseded
+        fields: dict[str, Any] = {
+            "prefix": prefix,
+            "suffix": suffix,
+            # several spans of one hole: the user asked (completion.py); one: as they type
+            "priority": priority or ("invoked" if len(params) > 1 else "automatic"),
+        }
+        if plan is not None:
+            stop = asdict(plan.stop)
+            fields["plan"] = {"span": plan.span, "max_span": plan.max_span, "stop": stop}
+        with self._lock:
+            self.counters.requests += 1
+            self._running.add(cancel)
+        t0 = time.perf_counter()
+        sent: list[tuple[int, asyncio.Future[Message]]] = []
+
+        def cancel_sent() -> None:
+            for rid, fut in sent:
+                if not fut.done():
+                    client.cancel(rid)
+
+        try:
+            for p in params:
+                sent.append(client.send("infill", {**fields, "params": asdict(p)}))
+            waiting = {fut for _, fut in sent}
+            told = False
+            while waiting:
+                _, waiting = await asyncio.wait(waiting, timeout=CANCEL_POLL_S)
+                if waiting and cancel.is_set() and not told:
+                    told = True  # a newer request took over: the service drops these
+                    cancel_sent()
+        except asyncio.CancelledError:
+            cancel.set()
+            cancel_sent()
+            raise
+        except Unavailable as e:
+            raise NotReady(self.error or f"the engine service is not connected ({e})") from None
+        finally:
+            with self._lock:
+                self._running.discard(cancel)
+        replies = []
+        lost = None
+        for _, fut in sent:  # every outcome is retrieved, so none is reported as unhandled
+            if (exc := fut.exception()) is not None:
+                lost = exc
+            else:
+                replies.append(fut.result())
+        if lost is not None:
+            raise NotReady(self.error or f"the engine service is not connected ({lost})")
+        results = []
+        for reply in replies:
+            err = reply.get("error")
+            if err is not None:
+                code, message = str(err.get("code")), str(err.get("message"))
+                if code == "cancelled":
+                    with self._lock:
+                        self.counters.cancelled += 1
+                    raise Superseded
+                raise RemoteError(f"engine service: {ServiceError(code, message)}")
+            results.append(_result(reply.get("result") or {}))
+        call_ms = (time.perf_counter() - t0) * 1000
+        self._record(results, call_ms)
+        with self._lock:
+            last = replies[0].get("result") or {}
+            self.counters.last["queue_ms"] = last.get("queue_ms")
+            self.counters.last["batch_size"] = last.get("batch_size")
+        return results
 
     def status(self) -> dict[str, Any]:
         e = self.engine
         with self._lock:
             counters = asdict(self.counters)
-        return {
+        out = {
             "state": self.state,
             "error": self.error,
             "model": self.options.model,
-            "device": str(e.device) if e else None,
-            "dtype": str(e.dtype).removeprefix("torch.") if e else None,
+            "device": str(e.device) if isinstance(e, Engine) else None,
+            "dtype": str(e.dtype).removeprefix("torch.") if isinstance(e, Engine) else None,
             "family": e.family if e else None,
             "model_threshold": e.threshold if e else None,  # τ when decode.threshold is null
             "loads": self.loads,
             **counters,
         }
+        if self.options.address is not None:
+            out["engine_address"] = self.options.address
+            out["service_model"] = e.model if isinstance(e, RemoteEngine) else None
+            out["reconnects"] = self.remote.reconnects if self.remote is not None else 0
+        return out
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character spans of text's tokens under the model's tokenizer (one encode)."""
@@ -124,7 +329,7 @@ class Backend:
         return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
 
     # -- model calls ------------------------------------------------------------------------------
-    def ready_engine(self) -> Engine:
+    def ready_engine(self) -> Engine | RemoteEngine:
         if self.engine is None or self.state != "ready":
             raise NotReady(self.error or f"the model is {self.state}")
         return self.engine
@@ -136,8 +341,9 @@ class Backend:
         params: InfillParams,
         cancel: threading.Event,
         plan: SpanPlan | None = None,
+        priority: str | None = None,
     ) -> InfillResult:
-        return (await self.infill_many(prefix, suffix, [params], cancel, plan))[0]
+        return (await self.infill_many(prefix, suffix, [params], cancel, plan, priority))[0]
 
     async def infill_many(
         self,
@@ -146,10 +352,14 @@ class Backend:
         params: list[InfillParams],
         cancel: threading.Event,
         plan: SpanPlan | None = None,
+        priority: str | None = None,
     ) -> list[InfillResult]:
         """Several fills of one hole (say, several span lengths), encoded once and decoded as
-        one batch."""
+        one batch. With an engine service: one request each, batched by the service;
+        `priority` is the service's (`invoked`, `automatic`, `command`)."""
         engine = self.ready_engine()
+        if isinstance(engine, RemoteEngine):
+            return await self._remote_infill(prefix, suffix, params, cancel, plan, priority)
         return await self._run(
             lambda: engine.run(engine.requests(prefix, suffix, params, plan, cancel)), cancel
         )
@@ -164,6 +374,11 @@ class Backend:
         cancel: threading.Event,
     ) -> RefineResult:
         engine = self.ready_engine()
+        if isinstance(engine, RemoteEngine):
+            raise RemoteError(
+                "refine needs an in-process model: the engine service (engineAddress) does "
+                "not offer it; clear engineAddress to refine"
+            )
         return await self._run(
             lambda: engine.refine(prefix, text, suffix, fraction, params, cancel), cancel
         )
@@ -208,3 +423,18 @@ class Backend:
                 "elapsed_ms": getattr(result, "elapsed_ms", None),  # the block loop alone
                 "call_ms": round(call_ms, 3),  # the whole engine call, tokenization included
             }
+
+
+def _result(r: dict[str, Any]) -> InfillResult:
+    """An `infill` reply's result as the engine's InfillResult (no token ids on the wire)."""
+    return InfillResult(
+        text=str(r.get("text", "")),
+        tokens=int(r.get("tokens", 0)),
+        nfe_full=int(r.get("nfe_full", 0)),
+        nfe_block=int(r.get("nfe_block", 0)),
+        elapsed_ms=float(r.get("elapsed_ms", 0.0)),
+        stop_reason=r.get("stop_reason", "span_full"),
+        span=int(r.get("span", 0)),
+        grown=int(r.get("grown", 0)),
+        edits=int(r.get("edits", 0)),
+    )

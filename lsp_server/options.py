@@ -27,6 +27,8 @@ class EngineOptions:
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", "mps"
     dtype: str = "auto"
     address: str | None = None  # engine service address; None = in-process
+    # the service's token (engineToken, else $DLLM_SERVE_TOKEN); never shown in logs or status
+    token: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,29 @@ def _optional_text(v: Any) -> str | None:
     return None if v is None or v == "" else _text(v)
 
 
+def normalize_address(text: str) -> str:
+    """An engine service address as `infill_engine.service.parse_address` reads it:
+    `unix:PATH`, or `tcp:HOST:PORT` (also written `tcp://HOST:PORT`); ValueError if neither."""
+    kind, _, rest = text.strip().partition(":")
+    rest = rest.removeprefix("//")
+    if kind == "unix" and rest:
+        return f"unix:{rest}"
+    if kind == "tcp":
+        host, colon, port = rest.rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if colon and host and port.isdigit() and 0 < int(port) < 65536:
+            return f"tcp:{'[' + host + ']' if ':' in host else host}:{int(port)}"
+    raise ValueError(f"must be unix:PATH or tcp://HOST:PORT, got {text[:200]!r}")
+
+
+def _address(v: Any) -> str | None:
+    if v is None or v == "":
+        return None
+    if not isinstance(v, str):
+        raise ValueError(f"must be a string, unix:PATH or tcp://HOST:PORT, got {v!r:.200}")
+    return normalize_address(v)
+
+
 def _int_in(lo: int, hi: int) -> Callable[[Any], int]:
     def check(v: Any) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
@@ -162,7 +187,8 @@ _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("engine", "model", "model", _text),
     ("engine", "device", "device", _text),
     ("engine", "dtype", "dtype", _text),
-    ("engine", "address", "engineAddress", _optional_text),
+    ("engine", "address", "engineAddress", _address),
+    ("engine", "token", "engineToken", _optional_text),
     ("decode", "policy", "decode.policy", _policy),
     ("decode", "threshold", "decode.threshold", _or_none(_float_in(0.0, 1.0))),
     ("decode", "block_size", "decode.blockSize", _int_in(1, 512)),
@@ -179,6 +205,7 @@ _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
 ]
 _CLIENT_ONLY = {"serverPath"}  # editor-side settings that arrive with the rest: not ours
 _KNOWN = {key for _, _, key, _ in _SCHEMA} | {"token"} | _CLIENT_ONLY
+_SECRET = {"engineToken"}  # described as set or not, never by value
 
 
 def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -248,6 +275,8 @@ def describe(opts: Options, nested: bool = False) -> dict[str, Any]:
     for section, name, key, _ in _SCHEMA:
         value = getattr(getattr(opts, section), name)
         value = list(value) if isinstance(value, tuple) else value
+        if key in _SECRET and value is not None:
+            value = "(set)"
         *path, leaf = key.split(".") if nested else [key]
         node = out
         for part in path:

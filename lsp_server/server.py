@@ -57,7 +57,7 @@ class DllmServer(LanguageServer):
         self.options = self.settings  # in force: the settings, clamped to the loaded model
         self._clamps: set[str] = set()  # the clamps the user has been told of
         self.documents = Documents()
-        self.backend = Backend(self.log)
+        self.backend = Backend(self.log, self.tell)
         self.completer = Completer(self.backend, self.log)
         self.load_task: asyncio.Task[None] | None = None
         self._quiet_until = 0.0  # event-loop time before which no load starts

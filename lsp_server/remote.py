@@ -1,0 +1,335 @@
+"""The language server as a client of `dllm-infill serve` (docs/service.md): `engineAddress`.
+
+`RemoteClient` keeps one connection to the service on the server's event loop: the hello
+(version and token), requests matched to replies by id, `cancel {id}` notifications, and, when
+the connection is lost, reconnection with exponential backoff until it is back or closed.
+
+The model runs in the service; what the planner and the context need here (the tokenizer and
+the model's positions) comes from the model's directory on this machine: `RemoteEngine`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infill_engine.loader import (
+    ModelLoadError,
+    load_tokenizer,
+    pick_family,
+    read_config,
+    read_threshold,
+    resolve_model_dir,
+)
+from infill_engine.models import ModelArgs
+from infill_engine.params import DEFAULT_THRESHOLD
+from infill_engine.service import (
+    CHUNK,
+    MAX_FRAME,
+    PROTOCOL_VERSION,
+    TOKEN_ENV,
+    Address,
+    FrameError,
+    FrameReader,
+    Message,
+    ServeError,
+    ServiceError,
+    encode_frame,
+    parse_address,
+)
+
+from .options import normalize_address
+
+log = logging.getLogger("dllm-infill-ls.remote")
+
+# Hello replies after which trying again cannot help: the settings must change.
+PERMANENT = frozenset({"unauthorized", "unsupported_version"})
+
+
+class Unavailable(ConnectionError):
+    """The service cannot be reached now (not listening, connection lost, no hello in time)."""
+
+
+class Refused(ConnectionError):
+    """The service answered the hello with an error that retrying does not fix."""
+
+
+class RemoteError(ValueError):
+    """An error reply to a request (busy, deadline, bad_request, internal), or something the
+    service does not offer; the message is for the user."""
+
+
+def engine_address(text: str) -> Address:
+    """An `engineAddress` (`unix:PATH`, `tcp://HOST:PORT`) as the service's `Address`."""
+    try:
+        return parse_address(normalize_address(text))
+    except (ValueError, ServeError) as e:
+        raise ValueError(f"engineAddress {e}") from None
+
+
+def engine_token(explicit: str | None, env: Mapping[str, str] | None = None) -> str | None:
+    """The token to send: the `engineToken` setting, else $DLLM_SERVE_TOKEN, else none."""
+    if explicit:
+        return explicit
+    return (os.environ if env is None else env).get(TOKEN_ENV) or None
+
+
+# -- what stays local -----------------------------------------------------------------------------
+@dataclass
+class RemoteEngine:
+    """The stand-in for `Engine` in remote mode: tokenizer and positions, no weights."""
+
+    model: str  # as the service names it
+    path: Path  # the directory the tokenizer and config.json came from
+    tokenizer: Any
+    args: ModelArgs
+    family: str
+    threshold: float  # the τ the directory recommends (what the service uses by default)
+    address: str
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
+
+
+def load_remote_engine(names: list[str], address: str) -> RemoteEngine:
+    """The tokenizer and config of the first of `names` (the service's model, then the user's
+    `model` setting) found on this machine. Blocking: run it off the event loop."""
+    reasons = []
+    for name in dict.fromkeys(names):
+        try:
+            path = resolve_model_dir(name)
+            config = read_config(path)
+            family = pick_family(config, qwen2_as_diffusion=True)
+            try:
+                args = family.parse_args(config)
+            except (TypeError, ValueError) as e:
+                raise ModelLoadError(f"{path / 'config.json'}: {e}") from e
+            tokenizer = load_tokenizer(path)
+            threshold = read_threshold(path)
+        except (ModelLoadError, OSError) as e:
+            reasons.append(str(e))
+            continue
+        tokenizer.model_max_length = 1 << 60  # the context is cut by token spans, not here
+        tau = DEFAULT_THRESHOLD if threshold is None else threshold
+        return RemoteEngine(names[0], path, tokenizer, args, family.name, tau, address)
+    raise ModelLoadError(
+        f"the engine service serves model {names[0]!r}, and its tokenizer is needed here too: "
+        + "; ".join(reasons)
+        + " (set `model` to a local copy of the model's directory)"
+    )
+
+
+# -- the connection -------------------------------------------------------------------------------
+@dataclass
+class _Connection:
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    hello: Message
+    frames: FrameReader
+    pending: dict[int, asyncio.Future[Message]] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+
+
+async def _open(address: Address, token: str | None, timeout: float) -> _Connection:
+    """Connect and shake hands. Unavailable (try again later) or Refused (do not)."""
+    try:
+        if address.kind == "unix":
+            opening = asyncio.open_unix_connection(address.path)
+        else:
+            opening = asyncio.open_connection(address.host, address.port)
+        reader, writer = await asyncio.wait_for(opening, timeout)
+    except (OSError, asyncio.TimeoutError) as e:
+        raise Unavailable(f"cannot connect: {e or 'timed out'}") from None
+    hello: Message = {"type": "hello", "version": PROTOCOL_VERSION}
+    if token is not None:
+        hello["token"] = token
+    frames = FrameReader(MAX_FRAME)
+    try:
+        writer.write(encode_frame(hello))
+        reply = await asyncio.wait_for(_first_message(reader, frames), timeout)
+    except (OSError, asyncio.TimeoutError, FrameError) as e:
+        writer.close()
+        raise Unavailable(f"no hello from the service: {e or 'timed out'}") from None
+    if "error" in reply:
+        writer.close()
+        err = reply.get("error") or {}
+        code, message = str(err.get("code")), str(err.get("message"))
+        hint = ""
+        if code == "unauthorized":
+            hint = f" (set the engineToken setting or ${TOKEN_ENV} to the service's token)"
+        error = f"the service refused the connection: {code}: {message}{hint}"
+        raise (Refused if code in PERMANENT else Unavailable)(error)
+    return _Connection(reader, writer, reply, frames)
+
+
+async def _first_message(reader: asyncio.StreamReader, frames: FrameReader) -> Message:
+    while True:
+        data = await reader.read(CHUNK)
+        if not data:
+            raise Unavailable("the service closed the connection")
+        for item in frames.feed(data):
+            if isinstance(item, FrameError):
+                raise item
+            return item
+
+
+class RemoteClient:
+    """One connection to the service, re-established with backoff (`backoff_s`, doubling up to
+    `max_backoff_s`) whenever it is lost. `on_up(hello)` runs on every (re)connection,
+    `on_down(reason)` on every loss and on a refusal."""
+
+    def __init__(
+        self,
+        address: Address,
+        token: str | None,
+        on_up: Callable[[Message], Awaitable[None]],
+        on_down: Callable[[str], None],
+        *,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 10.0,
+        connect_timeout_s: float = 5.0,
+    ) -> None:
+        self.address = address
+        self.token = token
+        self.on_up = on_up
+        self.on_down = on_down
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.connect_timeout_s = connect_timeout_s
+        self.conn: _Connection | None = None
+        self.closed = False
+        self.attempts = 0  # connection attempts, all told
+        self.reconnects = 0  # connections made after a loss or a failed first attempt
+        self._ids = itertools.count(1)
+        self._retry: asyncio.Task[None] | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.conn is not None
+
+    async def connect(self) -> Message:
+        """One attempt; the hello reply. Unavailable or Refused."""
+        if self.closed:
+            raise Unavailable("the client is closed")
+        self.attempts += 1
+        conn = await _open(self.address, self.token, self.connect_timeout_s)
+        if self.closed:
+            conn.writer.close()
+            raise Unavailable("the client is closed")
+        self.conn = conn
+        conn.task = asyncio.get_running_loop().create_task(self._read(conn))
+        return conn.hello
+
+    def retry(self) -> None:
+        """Keep trying to connect, with backoff, until connected or closed."""
+        if not self.closed and (self._retry is None or self._retry.done()):
+            self._retry = asyncio.get_running_loop().create_task(self._retry_loop())
+
+    async def _retry_loop(self) -> None:
+        delay = self.backoff_s
+        while not self.closed and self.conn is None:
+            await asyncio.sleep(delay)
+            try:
+                hello = await self.connect()
+            except Refused as e:
+                self.on_down(str(e))
+                return
+            except Unavailable as e:
+                log.debug("engine service %s: %s; next try in %.1fs", self.address, e, delay)
+                delay = min(delay * 2, self.max_backoff_s)
+                continue
+            self.reconnects += 1
+            await self.on_up(hello)
+
+    async def _read(self, conn: _Connection) -> None:
+        reason = "the service closed the connection"
+        try:
+            while True:
+                data = await conn.reader.read(CHUNK)
+                if not data:
+                    break
+                for item in conn.frames.feed(data):
+                    if isinstance(item, FrameError):
+                        raise item
+                    rid = item.get("id")
+                    fut = conn.pending.pop(rid, None) if isinstance(rid, int) else None
+                    if fut is not None and not fut.done():
+                        fut.set_result(item)
+                    elif "error" in item:
+                        log.warning("engine service: %s", item["error"])
+        except (OSError, FrameError) as e:
+            reason = f"connection lost: {e}"
+        except asyncio.CancelledError:
+            reason = "closed"
+            raise
+        finally:
+            self._lost(conn, reason)
+
+    def _lost(self, conn: _Connection, reason: str) -> None:
+        if self.conn is conn:
+            self.conn = None
+        conn.writer.close()
+        for fut in conn.pending.values():
+            if not fut.done():
+                fut.set_exception(Unavailable(reason))
+        conn.pending.clear()
+        if not self.closed:
+            self.on_down(reason)
+            self.retry()
+
+    def send(self, kind: str, fields: Mapping[str, Any]) -> tuple[int, asyncio.Future[Message]]:
+        """Send a request; (its id, a future of its reply). Unavailable when not connected."""
+        conn = self.conn
+        if conn is None or conn.writer.is_closing():
+            raise Unavailable("not connected")
+        rid = next(self._ids)
+        try:
+            frame = encode_frame({**fields, "type": kind, "id": rid})
+        except FrameError as e:
+            raise RemoteError(f"the request is too large for the engine service: {e}") from None
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        conn.pending[rid] = fut
+        conn.writer.write(frame)
+        return rid, fut
+
+    async def call(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """A request and its result; ServiceError on an error reply."""
+        _, fut = self.send(kind, fields)
+        return result_of(await fut)
+
+    def cancel(self, rid: int) -> None:
+        """`cancel {id}`: a notification, answered by the request itself (`cancelled`)."""
+        conn = self.conn
+        if conn is not None and rid in conn.pending and not conn.writer.is_closing():
+            conn.writer.write(encode_frame({"type": "cancel", "id": rid}))
+
+    def close(self) -> None:
+        """Stop retrying and drop the connection; requests in flight fail with Unavailable."""
+        self.closed = True
+        if self._retry is not None:
+            self._retry.cancel()
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            if conn.task is not None:
+                conn.task.cancel()
+            conn.writer.close()
+            for fut in conn.pending.values():
+                if not fut.done():
+                    fut.set_exception(Unavailable("closed"))
+            conn.pending.clear()
+
+
+def result_of(reply: Message) -> dict[str, Any]:
+    if "error" in reply:
+        err = reply.get("error") or {}
+        raise ServiceError(str(err.get("code")), str(err.get("message")))
+    result = reply.get("result")
+    if not isinstance(result, dict):
+        raise ServiceError("bad_reply", f"a reply without a result: {str(reply)[:200]}")
+    return result

@@ -1,0 +1,279 @@
+"""The language server as a client of `dllm-infill serve` (engineAddress): a real service on a
+real socket in this process, the real builtin engine behind it, and the server's real Backend
+and Completer (and, last, the real language server over stdio) in front."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from lsp_client import GREET, inline, item_text, open_doc, start, status, wait_for
+from pytest_lsp import LanguageClient
+
+from infill_engine import Engine, InfillParams, load
+from infill_engine.scheduler import Scheduler
+from infill_engine.service import TOKEN_ENV, Address, Service, ServiceThread
+from lsp_server.backend import Backend, NotReady, Superseded
+from lsp_server.completion import Ask, Completer
+from lsp_server.options import EngineOptions, Options, describe, parse_options
+from lsp_server.remote import RemoteError, engine_address
+
+PREFIX = "def add(a, b):\n    return "
+SUFFIX = "\n"
+TOKEN = "s3cret-token"
+# One token per pass over a long span, no cache, no early end: a request of many seconds.
+SLOW = InfillParams(span=300, max_span=300, decode="fixed", min_tokens=300, cache="none")
+GREEDY = InfillParams(span=16, max_span=64, min_tokens=1)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return load("builtin", device="cpu")
+
+
+def start_service(engine: Engine, address: Address, token: str | None = None) -> ServiceThread:
+    thread = ServiceThread(Service(Scheduler(engine, max_batch=8), "builtin", token), address)
+    thread.start()
+    return thread
+
+
+@pytest.fixture
+def sock(tmp_path: Path) -> str:
+    return str(tmp_path / "s.sock")
+
+
+@pytest.fixture
+def service(engine: Engine, sock: str) -> Iterator[ServiceThread]:
+    thread = start_service(engine, Address("unix", path=sock))
+    yield thread
+    thread.stop()
+
+
+class Told:
+    """What the backend logged, and what it told the user (window/showMessage)."""
+
+    def __init__(self) -> None:
+        self.logs: list[str] = []
+        self.tells: list[str] = []
+
+
+async def remote_backend(address: str, told: Told | None = None, **engine: str) -> Backend:
+    told = told or Told()
+    backend = Backend(told.logs.append, told.tells.append)
+    backend.backoff_s = (0.05, 0.2)  # reconnect quickly in tests
+    await backend.load(EngineOptions(address=address, **engine), lambda _: None)
+    return backend
+
+
+def in_process_backend(engine: Engine) -> Backend:
+    backend = Backend(lambda _: None)
+    backend.engine, backend.state = engine, "ready"  # the model the service runs, loaded once
+    return backend
+
+
+async def test_remote_completions_equal_in_process_ones(
+    engine: Engine, service: ServiceThread
+) -> None:
+    remote = await remote_backend(f"unix:{service.address.path}")
+    local = in_process_backend(engine)
+    try:
+        assert remote.state == "ready", remote.error
+        status_ = remote.status()
+        assert status_["engine_address"] == f"unix:{service.address.path}"
+        assert status_["service_model"] == "builtin" and status_["device"] is None
+        assert remote.ready_engine().args.max_positions == engine.args.max_positions
+        assert remote.token_spans("def f(x):") == local.token_spans("def f(x):")
+
+        # the same hole and greedy params: the same fill, token for token
+        got = await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event())
+        want = await local.infill(PREFIX, SUFFIX, GREEDY, threading.Event())
+        assert (got.text, got.tokens, got.stop_reason) == (want.text, want.tokens, want.stop_reason)
+        assert got.nfe == want.nfe and got.span == want.span
+
+        # the whole completion path: plan, context, several spans, finishing
+        opts = Options()
+        ask = Ask("file:///a.py", GREET, GREET.index("\n    \n") + 5, "python", invoked=True)
+        remote_texts = await Completer(remote, lambda _: None).complete(ask, opts)
+        local_texts = await Completer(local, lambda _: None).complete(ask, opts)
+        assert remote_texts and remote_texts == local_texts
+        assert service.service.scheduler.stats()["done"] >= 2  # the fill, and the candidates
+        assert remote.status()["requests"] == 2 and remote.status()["model_calls"] == 2
+
+        with pytest.raises(RemoteError, match="refine needs an in-process model"):
+            await remote.refine(PREFIX, "a + b", SUFFIX, 0.25, GREEDY, threading.Event())
+    finally:
+        remote.close()
+        local.close()
+
+
+async def test_cancelling_stops_the_remote_request(service: ServiceThread) -> None:
+    remote = await remote_backend(f"unix:{service.address.path}")
+    scheduler = service.service.scheduler
+    try:
+        # a newer request sets the flag: `cancel {id}` goes out, the call is superseded
+        cancel = threading.Event()
+        t0 = time.monotonic()
+        task = asyncio.create_task(remote.infill(PREFIX, SUFFIX, SLOW, cancel))
+        await wait_for(lambda: scheduler.stats()["running"] == 1, timeout=30)
+        cancel.set()
+        with pytest.raises(Superseded):
+            await task
+        assert scheduler.stats()["cancelled"] == 1
+        assert time.monotonic() - t0 < 20  # not the whole 300 passes
+
+        # the editor cancels the LSP request: the handler's task is cancelled, and so is the work
+        task = asyncio.create_task(remote.infill(PREFIX, SUFFIX, SLOW, threading.Event()))
+        await wait_for(lambda: scheduler.stats()["running"] == 1, timeout=30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await wait_for(lambda: scheduler.stats()["cancelled"] == 2, timeout=30)
+        await wait_for(lambda: scheduler.stats()["running"] == 0, timeout=30)
+
+        # a flag set before the call: nothing is sent at all
+        done = scheduler.stats()["submitted"]
+        flagged = threading.Event()
+        flagged.set()
+        with pytest.raises(Superseded):
+            await remote.infill(PREFIX, SUFFIX, GREEDY, flagged)
+        assert scheduler.stats()["submitted"] == done
+        assert remote.status()["cancelled"] == 1  # the superseded one; the other was cancelled
+    finally:
+        remote.close()
+
+
+async def test_a_service_that_goes_away_is_one_message_and_comes_back(
+    engine: Engine, service: ServiceThread, sock: str
+) -> None:
+    told = Told()
+    remote = await remote_backend(f"unix:{sock}", told)
+    restarted: ServiceThread | None = None
+    try:
+        assert (await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event())).text
+        await asyncio.to_thread(service.stop)
+        await wait_for(lambda: remote.state == "failed", timeout=10)
+        for _ in range(5):  # keystrokes while it is down: no completion, no more messages
+            with pytest.raises(NotReady, match="no completions until it is back"):
+                await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event())
+        await asyncio.sleep(0.6)  # several reconnection attempts fail meanwhile
+        assert remote.remote is not None and remote.remote.attempts >= 3
+        assert len(told.tells) == 1 and sock in told.tells[0]
+
+        restarted = await asyncio.to_thread(start_service, engine, Address("unix", path=sock))
+        await wait_for(lambda: remote.state == "ready", timeout=10)
+        assert (await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event())).text
+        assert len(told.tells) == 1 and any("is back" in line for line in told.logs)
+        assert remote.status()["reconnects"] == 1 and remote.error is None
+    finally:
+        remote.close()
+        if restarted is not None:
+            restarted.stop()
+
+
+async def test_a_service_that_is_not_up_yet_is_waited_for(engine: Engine, sock: str) -> None:
+    told = Told()
+    remote = await remote_backend(f"unix:{sock}", told)
+    thread: ServiceThread | None = None
+    try:
+        assert remote.state == "failed" and "unreachable" in (remote.error or "")
+        with pytest.raises(NotReady):
+            remote.ready_engine()
+        thread = await asyncio.to_thread(start_service, engine, Address("unix", path=sock))
+        await wait_for(lambda: remote.state == "ready", timeout=10)
+        assert (await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event())).text
+        assert told.tells == []  # the server reports how the load ended; nothing was lost
+    finally:
+        remote.close()
+        if thread is not None:
+            thread.stop()
+
+
+async def test_tcp_with_the_token_from_the_setting_or_the_environment(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    thread = start_service(engine, Address("tcp", host="127.0.0.1", port=0), token=TOKEN)
+    assert thread.bound is not None
+    address = f"tcp://127.0.0.1:{thread.bound.port}"
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    backends = []
+    try:
+        wrong = await remote_backend(address, token="not-it")
+        backends.append(wrong)
+        assert wrong.state == "failed" and "unauthorized" in (wrong.error or "")
+        assert "engineToken" in (wrong.error or "")
+        assert wrong.remote is None or wrong.remote.closed  # retrying cannot help
+
+        right = await remote_backend(address, token=TOKEN)
+        backends.append(right)
+        assert right.state == "ready", right.error
+
+        monkeypatch.setenv(TOKEN_ENV, TOKEN)
+        from_env = await remote_backend(address)
+        backends.append(from_env)
+        assert from_env.state == "ready", from_env.error
+        assert (await from_env.infill(PREFIX, SUFFIX, GREEDY, threading.Event())).text
+    finally:
+        for b in backends:
+            b.close()
+        thread.stop()
+
+
+def test_engine_address_and_token_settings() -> None:
+    opts, errors = parse_options({"engineAddress": "tcp://127.0.0.1:7301", "engineToken": "t"})
+    assert errors == []
+    assert opts.engine.address == "tcp:127.0.0.1:7301" and opts.engine.token == "t"
+    assert engine_address(opts.engine.address) == Address("tcp", host="127.0.0.1", port=7301)
+    assert describe(opts)["engineToken"] == "(set)"  # never the secret itself
+    assert "token" not in repr(opts.engine)
+    opts, errors = parse_options({"engineAddress": "unix:/run/dllm.sock"})
+    assert errors == [] and opts.engine.address == "unix:/run/dllm.sock"
+    opts, errors = parse_options({"engineAddress": ""})
+    assert errors == [] and opts.engine.address is None
+
+    for bad in ("localhost:7301", "tcp://127.0.0.1", "tcp://:80", "unix:", "http://x:1", 7301):
+        opts, errors = parse_options({"engineAddress": bad})
+        assert len(errors) == 1, bad
+        assert "'engineAddress'" in errors[0] and "unix:PATH or tcp://HOST:PORT" in errors[0]
+        assert opts.engine.address is None  # in-process, as before
+    opts, errors = parse_options({"engineToken": 42})
+    assert len(errors) == 1 and "'engineToken'" in errors[0] and opts.engine.token is None
+
+
+async def test_the_language_server_completes_through_the_service(
+    client: LanguageClient, engine: Engine, service: ServiceThread, sock: str
+) -> None:
+    address = f"unix:{sock}"
+    await start(client, settings={"engineAddress": address})
+    s = await status(client)
+    assert s["state"] == "ready", s["error"]
+    assert s["engine_address"] == address and s["service_model"] == "builtin"
+    assert s["settings"]["engineAddress"] == address
+    uri = "file:///work/remote.py"
+    open_doc(client, uri, GREET)
+    items = await inline(client, uri, 2, 4)
+    assert items and all(item_text(i).strip() for i in items)
+    assert service.service.scheduler.stats()["done"] >= 1
+    assert (await status(client))["model_calls"] == 1
+
+    # the service goes away: one message, empty answers, then back after a restart
+    await asyncio.to_thread(service.stop)
+    await wait_for(lambda: any(sock in m.message for m in client.messages), timeout=10)
+    for line in (0, 1, 2):
+        assert await inline(client, uri, line, 0) == []
+    assert len([m for m in client.messages if sock in m.message]) == 1
+    assert (await status(client))["state"] == "failed"
+    restarted = await asyncio.to_thread(start_service, engine, Address("unix", path=sock))
+    try:
+        deadline = time.monotonic() + 30  # the server's backoff: 0.5 s doubling to 10 s
+        while (await status(client))["state"] != "ready":
+            assert time.monotonic() < deadline, "the server did not reconnect"
+            await asyncio.sleep(0.1)
+        await inline(client, uri, 3, 0)  # not the typed-ahead cache: a new hole
+        assert restarted.service.scheduler.stats()["done"] >= 1
+        assert (await status(client))["reconnects"] == 1
+    finally:
+        restarted.stop()
