@@ -93,7 +93,7 @@ async def fill_function_body(
     )
     prefix, suffix = _context(backend, text, hole.start, hole.end, body_plan)
     p = infill_params(opts.decode, opts.decode.span or body_plan.span, 4)
-    r = await backend.infill(prefix, suffix, p, threading.Event(), body_plan)
+    r = await backend.infill(prefix, suffix, p, threading.Event(), body_plan, priority="command")
     body = finish(r.text, prefix, suffix, language_id, block_indent=hole.indent)
     if body is None:
         raise CommandError(f"the model wrote nothing usable for {hole.name}()")
@@ -127,7 +127,7 @@ async def regenerate_selection(
         note = f"# {' '.join(instruction.split())}\n"
         prefix = prefix[:line_start] + indent + note + prefix[line_start:]
     p = infill_params(opts.decode, opts.decode.span or span_plan.span, 2)
-    r = await backend.infill(prefix, suffix, p, threading.Event(), span_plan)
+    r = await backend.infill(prefix, suffix, p, threading.Event(), span_plan, priority="command")
     new = finish(r.text, prefix, suffix, language_id, block_indent="")
     if new is None:
         raise CommandError("the model wrote nothing usable for the selection")

@@ -164,10 +164,10 @@ class _Recording:
         return getattr(self.real, name)
 
     async def infill(
-        self, prefix: str, suffix: str, params: Any, cancel: Any, plan: Any = None
+        self, prefix: str, suffix: str, params: Any, cancel: Any, plan: Any = None, **kw: Any
     ) -> Any:
         self.calls.append((prefix, suffix))
-        return await self.real.infill(prefix, suffix, params, cancel, plan)
+        return await self.real.infill(prefix, suffix, params, cancel, plan, **kw)
 
 
 def test_regenerate_puts_the_instruction_before_the_selection_as_a_comment(
