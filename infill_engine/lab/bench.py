@@ -31,7 +31,12 @@ from ..params import InfillParams
 
 BASELINE = ("fixed", "none")
 CACHES = ("none", "prefix", "dual")
-SAMPLE = Path(__file__).parents[1] / "runner.py"  # any real Python source ships with the package
+# A fixed sample, so that figures taken on different days fill the same hole (it once was
+# runner.py, whose hole moved with every edit of the runner); a wheel without the repo's
+# examples/ falls back to a source that ships with the package.
+SAMPLE = Path(__file__).parents[2] / "examples" / "bench_sample.py"
+if not SAMPLE.is_file():
+    SAMPLE = Path(__file__).parents[1] / "runner.py"
 
 
 @dataclass(frozen=True)
