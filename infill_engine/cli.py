@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,8 @@ def fill(argv: list[str]) -> int:
     ap.add_argument("--json", action="store_true", help="print the completion with its metrics")
     a = ap.parse_args(argv)
     try:
-        prefix, suffix = split_at(a.file.read_text(), a.line, a.col)
+        text = a.file.read_text()
+        prefix, suffix = split_at(text, a.line, a.col)
         span = a.span if a.span == "auto" else int(a.span)
         params = InfillParams(
             span=span, decode=a.decode, threshold=a.threshold, cache=a.cache,
@@ -55,7 +57,23 @@ def fill(argv: list[str]) -> int:
     except (OSError, ValueError) as e:
         print(f"dllm-infill fill: {e}", file=sys.stderr)
         return 2
-    r = engine.infill(prefix, suffix, params)
+    plan = None
+    if span == "auto":  # the span planner, as the language server asks (planner.py)
+        import grammars
+
+        from . import planner
+
+        language = grammars.language_for_path(str(a.file)) or "plaintext"
+        plan = planner.plan(
+            text,
+            len(prefix),
+            language,
+            engine.encode,
+            max_positions=engine.args.max_positions,
+            block_size=a.block_size,
+        )
+        params = replace(params, max_span=max(params.max_span, plan.max_span))
+    r = engine.infill(prefix, suffix, params, plan=plan)
     if a.json:
         fields = ("text", "tokens", "nfe_full", "nfe_block", "elapsed_ms", "stop_reason", "span")
         print(json.dumps({k: getattr(r, k) for k in fields}, indent=2))

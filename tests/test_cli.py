@@ -41,6 +41,26 @@ def test_fill_json_on_builtin(tmp_path: Path, dream_dir: Path) -> None:
     assert out["stop_reason"] in ("end_token", "span_full")
 
 
+def test_fill_with_auto_span_asks_the_planner(tmp_path: Path) -> None:
+    """`fill` without --span takes the server's path: the planner's span, grown at most to its
+    max_span, stopped at the construct's end."""
+    from infill_engine import load, planner
+
+    src = tmp_path / "f.py"
+    text = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return \n"
+    src.write_text(text)
+    p = run_cli("fill", str(src), "--line", "5", "--col", "12", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    engine = load("builtin")
+    offset = text.index("return \n") + len("return ")
+    plan = planner.plan(text, offset, "python", engine.encode, max_positions=384)
+    assert plan.kind == "line"
+    assert plan.span <= out["span"] <= plan.max_span, (plan, out)
+    assert out["stop_reason"] in ("end_token", "syntax", "span_full")
+    assert "\n" not in out["text"]  # the rest of a line ends at its newline
+
+
 def test_fill_bad_position_is_a_clear_error(tmp_path: Path) -> None:
     src = tmp_path / "f.py"
     src.write_text("x = 1\n")
