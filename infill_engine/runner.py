@@ -324,6 +324,11 @@ class BlockRunner:
         keep = row.stop(head[:n].tolist())
         if keep is None:
             return
+        if keep < row.params.min_tokens:
+            # The construct ended before the fill's minimum: min_tokens is what the caller
+            # asked for, so the rule gives way and the span is a plain budget again.
+            row.stop = None
+            return
         row.canvas[row.span_start + keep : row.span_end] = self.fill_id
         row.end_at = row.span_start + keep
         row.cut = True

@@ -93,6 +93,17 @@ def test_stop_rule_ends_the_span_and_no_pass_runs_after(dream_engine: Engine) ->
     assert row.nfe_full + row.nfe_block == 5  # the fifth token closed it: nothing after
 
 
+def test_min_tokens_outranks_the_stop_rule(dream_engine: Engine) -> None:
+    """A construct that ends before `min_tokens` does not end the fill: the rule gives way."""
+    params = InfillParams(span=16, block_size=8, threshold=2.0, min_tokens=12)
+    row = rows_for(dream_engine, 16, params, max_span=40)
+    row.stop = lambda ids: 3 if len(ids) >= 5 else None
+    dream_engine.runner.run([row])
+    assert row.stop_reason != "syntax" and not row.cut and row.stop is None
+    assert row.span_len == 16  # no growth either: no construct is known any more
+    assert row.committed >= 12
+
+
 def test_a_full_span_grows_while_the_construct_is_open(dream_engine: Engine) -> None:
     params = InfillParams(span=8, block_size=8, max_span=64, threshold=0.0)
     open_row = rows_for(dream_engine, 8, params, max_span=28)
