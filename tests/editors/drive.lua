@@ -257,7 +257,10 @@ local function run()
   if dllm.inline_mode() == 'fallback' then
     local ghost = require('dllm.ghost')
     local saved = lines()
-    api.nvim_win_set_cursor(0, { 3, 0 }) -- '    return' since the accept above
+    -- The same line whatever the model accepted above: after `return ` the builtin model offers
+    -- more than one candidate that passes the server's syntax check.
+    api.nvim_buf_set_lines(0, 2, 3, true, { '    return' })
+    api.nvim_win_set_cursor(0, { 3, 0 })
     keys('A ', 'n')
     wait_for(5, function()
       return api.nvim_get_mode().mode == 'i'
