@@ -9,14 +9,13 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from infill_engine import planner
 from infill_engine.planner import SpanPlan
 
 from . import syntax
 from .backend import Backend
 from .context import build_context
 from .finish import finish
-from .options import Options, infill_params
+from .options import Options, infill_params, span_plan
 
 
 class CommandError(Exception):
@@ -29,25 +28,6 @@ class Edit:
     end: int
     text: str
     what: str  # for the user: what was done
-
-
-def _plan(
-    backend: Backend, text: str, start: int, end: int | None, language_id: str, opts: Options
-) -> SpanPlan:
-    """The planner's view of the hole (planner.py owns span, growth, stop rule and budgets)."""
-    engine = backend.ready_engine()
-    return planner.plan(
-        text,
-        start,
-        language_id,
-        engine.encode,
-        end=end,
-        max_positions=engine.args.max_positions,
-        prefix_tokens=opts.context.prefix_tokens,
-        suffix_tokens=opts.context.suffix_tokens,
-        max_span=opts.decode.max_span,
-        block_size=opts.decode.block_size,
-    )
 
 
 def _context(backend: Backend, text: str, start: int, end: int, plan: SpanPlan) -> tuple[str, str]:
@@ -83,13 +63,12 @@ async def fill_function_body(
         raise CommandError("no function around the cursor (or no grammar for this language)")
     # Planned as the empty body it is about to be: the cursor on a blank line of the body.
     blank = hole.indent + "\n"
-    body_plan = _plan(
-        backend,
+    body_plan = span_plan(
+        opts,
+        backend.ready_engine(),
         text[: hole.start] + blank + text[hole.end :],
         hole.start + len(hole.indent),
-        None,
         language_id,
-        opts,
     )
     prefix, suffix = _context(backend, text, hole.start, hole.end, body_plan)
     p = infill_params(opts.decode, opts.decode.span or body_plan.span, 4)
@@ -116,8 +95,8 @@ async def regenerate_selection(
 ) -> Edit:
     if end <= start or not text[start:end].strip():
         raise CommandError("select some code to regenerate")
-    span_plan = _plan(backend, text, start, end, language_id, opts)
-    prefix, suffix = _context(backend, text, start, end, span_plan)
+    plan = span_plan(opts, backend.ready_engine(), text, start, language_id, end=end)
+    prefix, suffix = _context(backend, text, start, end, plan)
     line_start = prefix.rfind("\n") + 1
     head = prefix[line_start:]  # the selection's line before it: its indentation, if blank
     indent = head[: len(head) - len(head.lstrip())]
@@ -126,8 +105,8 @@ async def regenerate_selection(
         # is context only and never enters the document.
         note = f"# {' '.join(instruction.split())}\n"
         prefix = prefix[:line_start] + indent + note + prefix[line_start:]
-    p = infill_params(opts.decode, opts.decode.span or span_plan.span, 2)
-    r = await backend.infill(prefix, suffix, p, threading.Event(), span_plan, priority="command")
+    p = infill_params(opts.decode, opts.decode.span or plan.span, 2)
+    r = await backend.infill(prefix, suffix, p, threading.Event(), plan, priority="command")
     new = finish(r.text, prefix, suffix, language_id, block_indent="")
     if new is None:
         raise CommandError("the model wrote nothing usable for the selection")
@@ -147,7 +126,11 @@ async def refine_selection(
     if not old.strip():
         raise CommandError("select some code to refine")
     prefix, suffix = _context(
-        backend, text, start, end, _plan(backend, text, start, end, language_id, opts)
+        backend,
+        text,
+        start,
+        end,
+        span_plan(opts, backend.ready_engine(), text, start, language_id, end=end),
     )
     p = infill_params(opts.decode, 1)  # refine sets the span and holds end tokens off itself
     r = await backend.refine(prefix, old, suffix, fraction, p, threading.Event())

@@ -15,14 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from infill_engine import planner
 from infill_engine.planner import SpanPlan
 
 from .backend import Backend, Superseded
 from .context import build_context
 from .debounce import AdaptiveDebounce
 from .finish import finish
-from .options import Options, infill_params
+from .options import Options, infill_params, span_plan
 from .typeahead import TypeaheadCache
 
 
@@ -80,35 +79,23 @@ class Completer:
         return opts.completion.candidates if ask.invoked else 1
 
     async def _from_model(self, ask: Ask, opts: Options) -> list[str]:
-        engine = self.backend.ready_engine()
-        span_plan = planner.plan(
-            ask.text,
-            ask.offset,
-            ask.language_id,
-            engine.encode,
-            tree=ask.tree,
-            max_positions=engine.args.max_positions,
-            prefix_tokens=opts.context.prefix_tokens,
-            suffix_tokens=opts.context.suffix_tokens,
-            max_span=opts.decode.max_span,
-            block_size=opts.decode.block_size,
+        hole = span_plan(
+            opts, self.backend.ready_engine(), ask.text, ask.offset, ask.language_id, tree=ask.tree
         )
         ctx = build_context(
             ask.text,
             ask.offset,
             self.backend.token_spans,
-            span_plan.prefix_tokens,
-            span_plan.suffix_tokens,
+            hole.prefix_tokens,
+            hole.suffix_tokens,
         )
-        params = [infill_params(opts.decode, span) for span in self._spans(span_plan, ask, opts)]
+        params = [infill_params(opts.decode, span) for span in self._spans(hole, ask, opts)]
         cancel = threading.Event()
         if (old := self._inflight.get(ask.uri)) is not None:
             old.set()  # a newer request on this document: the older one stops at its next pass
         self._inflight[ask.uri] = cancel
         try:
-            results = await self.backend.infill_many(
-                ctx.prefix, ctx.suffix, params, cancel, span_plan
-            )
+            results = await self.backend.infill_many(ctx.prefix, ctx.suffix, params, cancel, hole)
         except Superseded:
             return []
         finally:

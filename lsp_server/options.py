@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from infill_engine import planner
 from infill_engine.params import CACHE_MODES, DECODE_POLICIES, InfillParams
+from infill_engine.planner import SpanPlan
 
 from .debounce import AdaptiveDebounce
 
@@ -81,6 +83,34 @@ class Options:
     context: ContextOptions = field(default_factory=ContextOptions)
     completion: CompletionOptions = field(default_factory=CompletionOptions)
     token: str | None = None  # the shared secret a TCP client must send
+
+
+def span_plan(
+    opts: Options,
+    engine: Any,
+    text: str,
+    offset: int,
+    language_id: str,
+    *,
+    end: int | None = None,
+    tree: Any | None = None,
+) -> SpanPlan:
+    """The planner's view of a hole under these settings: span, growth, stop rule and context
+    budgets (infill_engine/planner.py), for the inline path and the commands alike. `engine` is
+    what the backend serves: it gives the tokenizer and the model's positions."""
+    return planner.plan(
+        text,
+        offset,
+        language_id,
+        engine.encode,
+        end=end,
+        tree=tree,
+        max_positions=engine.args.max_positions,
+        prefix_tokens=opts.context.prefix_tokens,
+        suffix_tokens=opts.context.suffix_tokens,
+        max_span=opts.decode.max_span,
+        block_size=opts.decode.block_size,
+    )
 
 
 class OverLimit(ValueError):
