@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from .. import planner
 from ..params import InfillParams, InfillResult
+from .evaluate import PassStats, read_humaneval
 from .sandbox import run_sandboxed
 
 TASK_FILES = {
@@ -48,36 +49,30 @@ class Hole:
 
 
 @dataclass
-class SettingStats:
-    holes: int = 0
-    passed: int = 0
+class SettingStats(PassStats):
+    """PassStats (score, passes, ms) plus what a span setting changes: parse rate, the final
+    span, and how the fills stopped."""
+
     parsed: int = 0
-    nfe: int = 0
-    ms: float = 0.0
     span: int = 0
-    tokens: int = 0
     stops: dict[str, int] = field(default_factory=dict)
 
-    def add(self, ok: bool, parses: bool, res: InfillResult) -> None:
-        self.holes += 1
-        self.passed += ok
+    def record(self, ok: bool, parses: bool, res: InfillResult) -> None:
+        self.add(ok, res)
         self.parsed += parses
-        self.nfe += res.nfe
-        self.ms += res.elapsed_ms
         self.span += res.span
-        self.tokens += res.tokens
         self.stops[res.stop_reason] = self.stops.get(res.stop_reason, 0) + 1
 
     def row(self) -> dict[str, Any]:
-        n = max(1, self.holes)
+        n = max(1, self.total)
         return {
-            "holes": self.holes,
-            "score": round(self.passed / n, 4),
+            "holes": self.total,
+            "score": round(self.rate, 4),
             "parse_rate": round(self.parsed / n, 4),
-            "nfe": round(self.nfe / n, 2),
+            "nfe": round(self.forwards / n, 2),
             "ms": round(self.ms / n, 1),
             "span": round(self.span / n, 1),
-            "tokens_per_forward": round(self.tokens / max(1, self.nfe), 3),
+            "tokens_per_forward": round(self.tokens_per_forward, 3),
             "stops": dict(sorted(self.stops.items())),
         }
 
@@ -135,7 +130,7 @@ def fill(engine: Any, hole: Hole, setting: str, span: int, threshold: float | No
         return engine.infill(hole.prefix, hole.suffix, base)
     if setting == "oracle":
         n = max(1, len(engine.encode(hole.middle)))
-        return engine.infill(hole.prefix, hole.suffix, _with(base, span=n, max_span=max(n, 512)))
+        return engine.infill(hole.prefix, hole.suffix, replace(base, span=n, max_span=max(n, 512)))
     p = planner.plan(
         hole.prefix + hole.suffix,
         len(hole.prefix),
@@ -144,14 +139,8 @@ def fill(engine: Any, hole: Hole, setting: str, span: int, threshold: float | No
         max_positions=engine.args.max_positions,
         block_size=base.block_size,
     )
-    params = _with(base, span="auto", max_span=p.max_span, expand=setting == "planned+expand")
+    params = replace(base, span="auto", max_span=p.max_span, expand=setting == "planned+expand")
     return engine.infill(hole.prefix, hole.suffix, params, plan=p)
-
-
-def _with(p: InfillParams, **changes: Any) -> InfillParams:
-    from dataclasses import replace
-
-    return replace(p, **changes)
 
 
 def score(hole: Hole, text: str, timeout: float) -> tuple[bool, bool]:
@@ -181,7 +170,7 @@ def run_task(
         for setting in SETTINGS:
             res = fill(engine, hole, setting, span, threshold)
             ok, parses = score(hole, res.text, timeout)
-            stats[setting].add(ok, parses, res)
+            stats[setting].record(ok, parses, res)
     return {s: st.row() for s, st in stats.items()}
 
 
@@ -197,8 +186,6 @@ def evaluate_task(
     timeout: float,
     seed: int,
 ) -> dict[str, Any]:
-    from .evaluate import read_humaneval
-
     if task not in TASK_FILES:
         raise ValueError(f"unknown task {task!r}: one of {', '.join(TASK_FILES)}")
     report: dict[str, Any] = {"task": task, "span": span, "settings": list(SETTINGS)}
