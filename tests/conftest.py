@@ -228,3 +228,16 @@ async def client(lsp_client: LanguageClient):  # type: ignore[no-untyped-def]
     """The real server over stdio with pytest-lsp's client; shut down after the test."""
     yield
     await lsp_client.shutdown_session()
+
+
+def biased(engine: Any, token: int, bias: float) -> torch.nn.Linear:
+    """Give lm_head a bias towards one token (a real model made to want it everywhere); returns
+    the old head, to put back."""
+    old = engine.model.lm_head
+    new = torch.nn.Linear(old.in_features, old.out_features, bias=True)
+    with torch.no_grad():
+        new.weight.copy_(old.weight)
+        new.bias.zero_()
+        new.bias[token] = bias
+    engine.model.lm_head = new
+    return old

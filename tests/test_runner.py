@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import EOS_ID, VOCAB
+from conftest import EOS_ID, VOCAB, biased
 
 from infill_engine import Engine, InfillParams
 from infill_engine.cache import KVCache
@@ -103,20 +103,8 @@ def test_threshold_zero_commits_whole_block_at_first_pass(dream_engine: Engine) 
     assert (r.nfe_full, r.nfe_block, r.tokens) == (2, 0, 16)
 
 
-def with_eos_bias(engine: Engine, bias: float) -> torch.nn.Linear:
-    """Give lm_head a bias towards the end token (a real model made to want to stop)."""
-    old = engine.model.lm_head
-    new = torch.nn.Linear(old.in_features, old.out_features, bias=True)
-    with torch.no_grad():
-        new.weight.copy_(old.weight)
-        new.bias.zero_()
-        new.bias[EOS_ID] = bias
-    engine.model.lm_head = new
-    return old
-
-
 def test_end_token_fills_the_rest_without_model_calls(dream_engine: Engine) -> None:
-    old = with_eos_bias(dream_engine, 40.0)
+    old = biased(dream_engine, EOS_ID, 40.0)
     calls, handle = count_calls(dream_engine)
     try:
         r = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=64, block_size=8))
@@ -131,7 +119,7 @@ def test_end_token_fills_the_rest_without_model_calls(dream_engine: Engine) -> N
 
 
 def test_min_tokens_keeps_end_tokens_out_of_the_first_positions(dream_engine: Engine) -> None:
-    old = with_eos_bias(dream_engine, 40.0)
+    old = biased(dream_engine, EOS_ID, 40.0)
     try:
         p = InfillParams(span=64, block_size=8, min_tokens=11)
         r = dream_engine.infill(PREFIX, SUFFIX, p)
@@ -144,7 +132,7 @@ def test_min_tokens_keeps_end_tokens_out_of_the_first_positions(dream_engine: En
 
 
 def test_end_token_mid_span_one_token_per_step(dream_engine: Engine) -> None:
-    old = with_eos_bias(dream_engine, 4.0)
+    old = biased(dream_engine, EOS_ID, 4.0)
     calls, handle = count_calls(dream_engine)
     try:
         p = InfillParams(span=48, block_size=8, decode="fixed")

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import MASK_ID
+from conftest import MASK_ID, biased
 
 from infill_engine import Engine, InfillParams, InfillRequest
 from infill_engine.runner import Row
@@ -20,18 +20,6 @@ SUFFIX = "\n\nclass Point:\n"
 def rows_for(engine: Engine, span: int, params: InfillParams, **kw: object) -> Row:
     req = engine.request(PREFIX, SUFFIX, replace(params, span=span))
     return engine._row(replace(req, **kw))  # type: ignore[arg-type]
-
-
-def biased(engine: Engine, token: int, bias: float) -> torch.nn.Linear:
-    """lm_head with a bias towards one token: a real model made to want it everywhere."""
-    old = engine.model.lm_head
-    new = torch.nn.Linear(old.in_features, old.out_features, bias=True)
-    with torch.no_grad():
-        new.weight.copy_(old.weight)
-        new.bias.zero_()
-        new.bias[token] = bias
-    engine.model.lm_head = new
-    return old
 
 
 # -- the stop rule, on text ------------------------------------------------------------------
