@@ -16,6 +16,7 @@ trained model.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -26,8 +27,10 @@ from tqdm import tqdm
 
 from .. import load
 from ..engine import Engine, InfillRequest
-from ..models import DiffusionTransformer
+from ..models import DiffusionTransformer, ModelArgs
+from ..models.shapes import SHAPES, parameter_count, shape_args
 from ..params import InfillParams
+from . import pass_timing
 
 BASELINE = ("fixed", "none")
 CACHES = ("none", "prefix", "dual")
@@ -55,16 +58,26 @@ class Measure:
     tokens_per_pass: float
 
 
-def random_engine(base: Engine, max_positions: int, seed: int) -> Engine:
-    import dataclasses
-
+def random_engine(
+    base: Engine, args: ModelArgs, seed: int, mask_id: int | None = None, family: str = ""
+) -> Engine:
+    """A random network of shape `args` on the base engine's device and dtype, with its
+    tokenizer. Built on the meta device first: a 7B shape is never materialised on the CPU."""
     torch.manual_seed(seed)
-    args = dataclasses.replace(base.args, max_positions=max_positions)
-    model = DiffusionTransformer(args)
-    for p in model.parameters():
-        torch.nn.init.normal_(p, std=0.02) if p.dim() > 1 else torch.nn.init.ones_(p)
-    model = model.to(base.device, base.dtype).eval()
-    return Engine(model, base.tokenizer, base.mask_id, base.end_ids, base.family, None)
+    with torch.device("meta"):
+        model = DiffusionTransformer(args)
+    model = model.to(dtype=base.dtype).to_empty(device=base.device)
+    with torch.no_grad():
+        for p in model.parameters():
+            torch.nn.init.normal_(p, std=0.02) if p.dim() > 1 else torch.nn.init.ones_(p)
+    return Engine(
+        model.eval(),
+        base.tokenizer,
+        base.mask_id if mask_id is None else mask_id,
+        base.end_ids,
+        family or base.family,
+        None,
+    )
 
 
 def agreement(a: list[int], b: list[int]) -> float:
@@ -141,29 +154,73 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="dllm-infill bench", description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--spans", default="64,256", help="comma-separated span lengths")
+    ap.add_argument("--spans", default="64,256", help="comma-separated span lengths ('' = none)")
     ap.add_argument("--block-size", type=int, default=32)
     ap.add_argument(
         "--thresholds", default="0.9", help="comma-separated τ values, e.g. 0.5,0.7,0.9,1.0"
     )
     ap.add_argument("--context", type=int, default=96, help="prefix+suffix tokens")
     ap.add_argument("--random-init", action="store_true", help="random weights, 4096 positions")
+    ap.add_argument(
+        "--shape",
+        choices=sorted(SHAPES),
+        help="with --random-init: a released checkpoint's shape; adds the pass-time table",
+    )
+    ap.add_argument("--layers", type=int, help="with --shape: keep only this many layers")
+    ap.add_argument(
+        "--canvases", default="1024,4096", help="with --shape: canvas lengths for pass times"
+    )
+    ap.add_argument("--batches", default="1,8", help="with --shape: batch sizes of block passes")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    engine = load(a.model, device=a.device)
-    if a.random_init:
-        engine = random_engine(engine, 4096, a.seed)
+    if (a.shape or a.layers) and not a.random_init:
+        ap.error("--shape and --layers build a random model: add --random-init")
+    if a.layers is not None and not a.shape:
+        ap.error("--layers needs --shape")
     spans = [int(s) for s in a.spans.split(",") if s.strip()]
     thresholds = [float(t) for t in a.thresholds.split(",") if t.strip()]
     if not thresholds or not all(0.0 < t <= 1.0 for t in thresholds):
         ap.error(f"--thresholds must be values in (0, 1], got {a.thresholds!r}")
-    rows = run(engine, spans, a.block_size, thresholds, a.context)
-    if a.json:
-        print(json.dumps([m.__dict__ for m in rows], indent=2))
-    else:
-        print(
-            f"model: {a.model}{' (random init)' if a.random_init else ''}, device: {engine.device}"
+    engine = load(a.model, device=a.device)
+    passes: list[pass_timing.PassTime] = []
+    ceilings = None
+    name = a.model
+    if a.shape:
+        try:
+            family, args, mask_id = shape_args(a.shape, a.layers)
+        except ValueError as e:
+            ap.error(str(e))
+        engine = random_engine(engine, args, a.seed, mask_id, family.name)
+        name = f"{a.shape} ({args.num_layers} layers, {parameter_count(args) / 1e9:.2f} B params)"
+        ceilings = pass_timing.measure_ceilings(engine.device, engine.dtype)
+        passes = pass_timing.time_passes(
+            engine.model,
+            [int(c) for c in a.canvases.split(",") if c.strip()],
+            a.block_size,
+            [int(b) for b in a.batches.split(",") if b.strip()],
+            ceilings,
+            graph=engine.device.type == "cuda",
         )
-        print(table(rows))
+    elif a.random_init:
+        args = dataclasses.replace(engine.args, max_positions=4096)
+        engine = random_engine(engine, args, a.seed)
+    if a.json:
+        rows = run(engine, spans, a.block_size, thresholds, a.context) if spans else []
+        report: dict[str, object] = {"decode": [m.__dict__ for m in rows]}
+        if ceilings is not None:
+            report["model"], report["ceilings"] = name, ceilings.__dict__
+            report["passes"] = [p.__dict__ for p in passes]
+        print(json.dumps(report if ceilings is not None else report["decode"], indent=2))
+        return 0
+    random = " (random init)" if a.random_init else ""
+    print(f"model: {name}{random}, device: {engine.device}, dtype: {engine.dtype}", flush=True)
+    if ceilings is not None:
+        print(
+            f"measured here: copy {ceilings.bandwidth_gbs:.0f} GB/s, "
+            f"matmul {ceilings.matmul_tflops:.1f} TFLOP/s"
+        )
+        print(pass_timing.table(passes), flush=True)  # before the decode table, which takes long
+    if spans:
+        print(table(run(engine, spans, a.block_size, thresholds, a.context)))
     return 0
