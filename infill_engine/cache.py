@@ -90,6 +90,26 @@ class KVCache:
             self.v.append(torch.zeros(shape, dtype=like.dtype, device=like.device))
 
     # -- lifetime ------------------------------------------------------------------------------
+    def grow(self, rows: int, length: int) -> None:
+        """Room for `rows` more rows (appended as the last slots) and positions up to `length`.
+        Existing rows keep their K/V; the new slots are zeros until their first full pass."""
+        length = max(length, self.length)
+        if self.k:
+            self.k = [self._grown(t, rows, length) for t in self.k]
+            self.v = [self._grown(t, rows, length) for t in self.v]
+        self.batch += rows
+        self.length = length
+
+    def _grown(self, t: Tensor, rows: int, length: int) -> Tensor:
+        if rows == 0 and length == self.length:
+            return t
+        b, h, _, d = t.shape
+        out = t.new_zeros((b + rows, h, length + 1, d))
+        # Positions carry over; the old trash slot becomes an ordinary position, which no row
+        # reads before a full pass writes it (key masks hide positions past a row's canvas).
+        out[:b, :, : self.length] = t[:, :, : self.length]
+        return out
+
     def keep(self, rows: Tensor) -> None:
         """Drop every row not in `rows` (finished or cancelled requests free their K/V now)."""
         self.batch = int(rows.numel())
@@ -98,7 +118,7 @@ class KVCache:
             self.v = [t[rows] for t in self.v]
 
     def release(self) -> None:
-        self.k, self.v, self.batch = [], [], 0
+        self.k, self.v, self.batch, self.length = [], [], 0, 0
 
     @property
     def nbytes(self) -> int:

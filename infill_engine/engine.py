@@ -10,15 +10,18 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import Tensor
 
 from .models import DiffusionTransformer
 from .params import DEFAULT_THRESHOLD, InfillParams, InfillResult
-from .runner import BlockRunner, Observer, Row
+from .runner import Batch, BlockRunner, Observer, Row
 from .stop import StopRule
+
+if TYPE_CHECKING:
+    from .scheduler import Scheduler
 
 DEFAULT_PARAMS = InfillParams()
 
@@ -112,7 +115,9 @@ class Engine:
         self.runner = BlockRunner(
             model, mask_id, self.end_ids, self.reserved_ids, expand_id, delete_id
         )
-        self._lock = threading.Lock()  # one decode loop at a time on this model
+        self._lock = threading.Lock()  # one decode step (or loop, or refine) at a time
+        self._scheduler: Scheduler | None = None
+        self._scheduler_lock = threading.Lock()
 
     @property
     def device(self) -> torch.device:
@@ -143,12 +148,47 @@ class Engine:
         plan: SpanPlanLike | None = None,
     ) -> InfillResult:
         request = self.request(prefix, suffix, params, plan=plan, cancel=cancel)
-        return self.run([request], observer=observer)[0]
+        return self.infill_batch([request], observer=observer)[0]
 
     def infill_batch(
         self, requests: Sequence[RequestLike], observer: Observer | None = None
     ) -> list[InfillResult]:
-        return self.run([self._as_request(r) for r in requests], observer=observer)
+        """Submit the requests to this engine's scheduler and wait: calls from several threads
+        share forward passes. With an `observer` (it sees every step of one loop) they run in
+        a loop of their own instead (`run`)."""
+        reqs = [self._as_request(r) for r in requests]
+        if observer is not None or not reqs:
+            return self.run(reqs, observer=observer)
+        from .scheduler import Cancelled  # the scheduler builds on this module
+
+        tickets = [self.scheduler().submit_request(r, priority="invoked") for r in reqs]
+        out = []
+        for ticket in tickets:
+            try:
+                out.append(ticket.result())
+            except Cancelled:  # cancelled before it started: no pass at all
+                out.append(InfillResult("", 0, 0, 0, 0.0, "cancelled"))
+        return out
+
+    def scheduler(self) -> Scheduler:
+        """The scheduler in front of this engine (created on first use): one running batch that
+        requests join and leave between steps, in priority order."""
+        with self._scheduler_lock:
+            if self._scheduler is None:
+                from .scheduler import Scheduler
+
+                self._scheduler = Scheduler(self)
+            return self._scheduler
+
+    def close(self) -> None:
+        """Stop the scheduler, if one started: queued requests fail, running ones stop."""
+        with self._scheduler_lock:
+            scheduler, self._scheduler = self._scheduler, None
+        if scheduler is not None:
+            scheduler.close()
+
+    def live_batch(self) -> LiveBatch:
+        return LiveBatch(self)
 
     def request(
         self,
@@ -346,6 +386,50 @@ class Engine:
         if len(r) == 3:
             return self.request(r[0], r[1], r[2])
         raise ValueError(f"a request is (prefix, suffix[, params]); got {len(r)} items")
+
+
+class LiveBatch:
+    """Requests decoding together on one engine, joining and leaving between steps: the
+    scheduler's running batch. Keys are the caller's (the scheduler's tickets). Each step holds
+    the engine's lock, so a private `run` or a refine on the same model takes turns with it."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._batch: Batch = engine.runner.batch()
+        self._rows: dict[int, tuple[Any, Row, InfillRequest]] = {}  # id(row) -> key, row, req
+        self._ready: list[tuple[Any, InfillResult]] = []  # ended without a pass
+
+    def __len__(self) -> int:
+        return len(self._batch) + len(self._ready)
+
+    def join(self, key: Any, request: InfillRequest) -> None:
+        """Add a request before the next step; raises ValueError for one the engine cannot
+        run (it never takes a slot)."""
+        row = self._engine._row(request)
+        with self._engine._lock:
+            ended = self._batch.admit([row])
+        if ended:
+            self._ready.append((key, self._engine._result(row, request)))
+        else:
+            self._rows[id(row)] = (key, row, request)
+
+    def step(self) -> list[tuple[Any, InfillResult]]:
+        """One step of every request; the keys and results of those that ended."""
+        out, self._ready = self._ready, []
+        if len(self._batch):
+            with self._engine._lock:
+                ended = self._batch.step()
+            for row in ended:
+                key, _, request = self._rows.pop(id(row))
+                out.append((key, self._engine._result(row, request)))
+        return out
+
+    def fail(self) -> list[Any]:
+        """Drop every request (the model raised): their keys; the cache is freed."""
+        keys = [key for key, _, _ in self._rows.values()] + [key for key, _ in self._ready]
+        self._rows, self._ready = {}, []
+        self._batch.close()
+        return keys
 
 
 @dataclass(frozen=True)

@@ -147,44 +147,31 @@ class BlockRunner:
         self.fill_id = int(end_ids[0])
         self.shift = model.args.logits_shift
 
-    @torch.inference_mode()
     def run(self, rows: list[Row], observer: Observer | None = None) -> list[Row]:
-        if not rows:
-            return rows
-        t0 = time.perf_counter()
-        self.end_ids = self.end_ids.to(rows[0].canvas.device)
-        for row in rows:
-            self._settle(row)  # an empty span finishes here with no pass at all
-        active = [r for r in rows if r.stop_reason is None]
-        cache = KVCache(self.model.args.num_layers, len(active), max(r.max_length for r in rows))
-        for i, row in enumerate(active):
-            row.slot = i
-        step = 0
-        while active:
-            for row in active:
-                if row.cancel is not None and row.cancel.is_set():
-                    row.stop_reason = "cancelled"
-            live = [r for r in active if r.stop_reason is None]
-            full = [r for r in live if r.fresh_block or not r.uses_cache]
-            part = [r for r in live if not (r.fresh_block or not r.uses_cache)]
-            if full:
-                self._commit(full, self._full_pass(full, cache))
-            if part:
-                self._commit(part, self._window_pass(part, cache))
-            for row in live:
-                self._settle(row)
-            now = (time.perf_counter() - t0) * 1000
-            finished = [r for r in active if r.stop_reason is not None]
-            for row in finished:
-                row.elapsed_ms = now
-            if finished:
-                active = [r for r in active if r.stop_reason is None]
-                self._compact(cache, active)
-            step += 1
+        """Decode `rows` together until each one ends (a batch no row joins later)."""
+        batch = self.batch()
+        batch.admit(rows)
+        while batch:
+            batch.step()
             if observer is not None:
-                observer(StepEvent(step, len(active), cache.batch, cache.nbytes))
-        cache.release()
+                observer(batch.event())
+        batch.close()
         return rows
+
+    def batch(self) -> Batch:
+        return Batch(self)
+
+    def step(self, rows: list[Row], cache: KVCache) -> None:
+        """One step for live rows: at most a full pass and a window pass, then each row commits
+        by its own policy and moves on (`_settle`)."""
+        full = [r for r in rows if r.fresh_block or not r.uses_cache]
+        part = [r for r in rows if not (r.fresh_block or not r.uses_cache)]
+        if full:
+            self._commit(full, self._full_pass(full, cache))
+        if part:
+            self._commit(part, self._window_pass(part, cache))
+        for row in rows:
+            self._settle(row)
 
     # -- passes ---------------------------------------------------------------------------------
     def _full_pass(self, rows: list[Row], cache: KVCache) -> Tensor:
@@ -375,11 +362,83 @@ class BlockRunner:
         row.grown += n
         return True
 
-    @staticmethod
-    def _compact(cache: KVCache, active: list[Row]) -> None:
-        keep = torch.tensor([r.slot for r in active], dtype=torch.long)
-        if cache.k:
-            keep = keep.to(cache.k[0].device)
-        cache.keep(keep)
-        for i, row in enumerate(active):
+
+class Batch:
+    """The rows decoding together on one runner, and their shared `KVCache`.
+
+    Rows join (`admit`) and leave between steps: continuous batching at step granularity. A
+    joining row needs no more than a cache slot, because its first pass is a full one (a block
+    start) that writes its K/V at every position; the cache grows by slots, and in length when
+    the row's canvas is the longest. A row that ends or is cancelled leaves at the end of the
+    step it ends in, and its cache slot is dropped at once.
+    """
+
+    def __init__(self, runner: BlockRunner) -> None:
+        self.runner = runner
+        self.rows: list[Row] = []  # live rows; row.slot is the row's index in the cache
+        self.cache = KVCache(runner.model.args.num_layers, 0, 0)
+        self.steps = 0
+        self._t0: dict[int, float] = {}  # id(row) -> when it joined
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @torch.inference_mode()
+    def admit(self, rows: list[Row]) -> list[Row]:
+        """Join rows before the next step; returns those that ended without a pass (an empty
+        span): they never take a slot."""
+        now = time.perf_counter()
+        done: list[Row] = []
+        joining: list[Row] = []
+        for row in rows:
+            self.runner._settle(row)
+            (joining if row.stop_reason is None else done).append(row)
+        if joining:
+            self.runner.end_ids = self.runner.end_ids.to(joining[0].canvas.device)
+            first = self.cache.batch
+            self.cache.grow(len(joining), max(r.max_length for r in joining))
+            for i, row in enumerate(joining):
+                row.slot = first + i
+                self._t0[id(row)] = now
+            self.rows.extend(joining)
+        return done
+
+    @torch.inference_mode()
+    def step(self) -> list[Row]:
+        """One step of every live row; returns the rows that ended in it (cancelled ones too)."""
+        for row in self.rows:
+            if row.cancel is not None and row.cancel.is_set():
+                row.stop_reason = "cancelled"
+        live = [r for r in self.rows if r.stop_reason is None]
+        if live:
+            self.runner.step(live, self.cache)
+        self.steps += 1
+        now = time.perf_counter()
+        ended = [r for r in self.rows if r.stop_reason is not None]
+        if ended:
+            for row in ended:
+                row.elapsed_ms = (now - self._t0.pop(id(row), now)) * 1000
+            self.rows = [r for r in self.rows if r.stop_reason is None]
+            self._compact()
+        return ended
+
+    def event(self) -> StepEvent:
+        return StepEvent(self.steps, len(self.rows), self.cache.batch, self.cache.nbytes)
+
+    def close(self) -> None:
+        """Free the cache; rows still live are cancelled."""
+        for row in self.rows:
+            row.stop_reason = "cancelled"
+        self.rows, self._t0 = [], {}
+        self.cache.release()
+
+    def _compact(self) -> None:
+        if not self.rows:
+            self.cache.release()
+            return
+        keep = torch.tensor([r.slot for r in self.rows], dtype=torch.long)
+        if self.cache.k:
+            keep = keep.to(self.cache.k[0].device)
+        self.cache.keep(keep)
+        for i, row in enumerate(self.rows):
             row.slot = i

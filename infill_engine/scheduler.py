@@ -1,20 +1,18 @@
 """`Scheduler`: one engine, many callers. A bounded priority queue and one worker thread.
 
-The scheduler owns the queue and never touches a tensor: the worker takes up to `max_batch`
-waiting requests per round (the highest priority first, first come first served within a
-priority) and hands them to `Engine.run`, which decodes them together in shared forward passes.
-
-This is *request-level* batching: a request joins at the start of a round and a round lasts as
-long as its longest request, so a request that arrives during a round waits for it to end.
-Rows leave a round early (finished or cancelled) and free their cache rows at once, but no row
-can join one. Joining a running batch at block boundaries is the next step; it needs runner
-changes (see docs/service.md): `BlockRunner.run` sizes its `KVCache` for the rows it starts with
-and keeps the live rows in a local list, so it would need a hook to admit rows between steps and
-a cache that can grow by slots.
+The scheduler owns the queue and never touches a tensor. Its worker keeps one running batch
+(`Engine.live_batch`) and loops: before every step, waiting requests join it, up to
+`max_batch` rows (the highest priority first, first come first served within a priority); then
+one step runs for every row; rows that ended in it leave, and their results go to their callers.
+This is *continuous batching at step granularity*: a request that arrives while others decode
+starts at the next step instead of waiting for them to end, and a short request leaves its slot
+the moment it ends. A joining request costs its own full pass in that step (its block starts);
+the rows already inside take their window passes beside it.
 
 Deadlines bound the *wait*: a request still queued when its deadline passes fails with
-`DeadlineExceeded` (a reaper thread fails it on time, even while a long round runs); a request
-that has started runs to its end unless it is cancelled.
+`DeadlineExceeded` (a reaper thread fails it on time, even while the batch runs); a request that
+has started runs to its end unless it is cancelled. A cancelled request leaves at its next step,
+and its cache slot is freed at once.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -63,6 +61,15 @@ class Cancelled(SchedulerError):
     code = "cancelled"
 
 
+class BatchLike(Protocol):
+    """What the scheduler uses of `engine.LiveBatch`."""
+
+    def __len__(self) -> int: ...
+    def join(self, key: Any, request: InfillRequest) -> None: ...
+    def step(self) -> list[tuple[Any, InfillResult]]: ...
+    def fail(self) -> list[Any]: ...
+
+
 class EngineLike(Protocol):
     """What the scheduler uses of `Engine`."""
 
@@ -75,7 +82,7 @@ class EngineLike(Protocol):
         cancel: threading.Event | None = None,
     ) -> InfillRequest: ...
 
-    def run(self, requests: Sequence[InfillRequest]) -> list[InfillResult]: ...
+    def live_batch(self) -> BatchLike: ...
 
     @property
     def args(self) -> Any: ...
@@ -94,7 +101,7 @@ class Ticket:
     future: Future[InfillResult] = field(default_factory=Future)
     state: TicketState = "queued"
     started: float | None = None
-    batch_size: int = 0  # the size of the round it ran in
+    batch_size: int = 0  # the most requests that shared a step with it, itself included
 
     def result(self, timeout: float | None = None) -> InfillResult:
         """The result; raises `Cancelled`, `DeadlineExceeded` or the engine's error."""
@@ -112,20 +119,22 @@ class Ticket:
 @dataclass
 class Stats:
     queued: int = 0  # waiting now
-    running: int = 0  # in the current round
+    running: int = 0  # in the running batch now
     submitted: int = 0
     done: int = 0  # ran to a result (stop_reason other than "cancelled")
     cancelled: int = 0  # cancelled while queued or while running
     expired: int = 0  # deadline passed while queued
     busy: int = 0  # rejected on a full queue
     failed: int = 0  # the engine raised
-    rounds: int = 0  # engine.run calls
-    rows: int = 0  # requests run over all rounds
+    joined: int = 0  # requests that joined the running batch
+    steps: int = 0  # steps of the running batch
+    row_steps: int = 0  # requests in each step, summed over steps
     passes: int = 0  # forward passes of the requests that ran (each row's nfe, summed)
 
     @property
     def mean_batch(self) -> float:
-        return self.rows / self.rounds if self.rounds else 0.0
+        """Requests per step: how many shared each step's passes, on average."""
+        return self.row_steps / self.steps if self.steps else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.__dict__)
@@ -134,7 +143,8 @@ class Stats:
 
 
 class Scheduler:
-    """Queue requests for one engine and run them in rounds of up to `max_batch`.
+    """Queue requests for one engine and run them in one batch of up to `max_batch` rows that
+    they join and leave between steps.
 
     `start=False` creates it paused: requests queue until `start()` (tests, warm-up)."""
 
@@ -144,14 +154,14 @@ class Scheduler:
         max_queue: int = 64,
         max_batch: int = 8,
         start: bool = True,
-        on_round: Callable[[list[Ticket]], None] | None = None,
+        on_join: Callable[[list[Ticket]], None] | None = None,
     ) -> None:
         if max_queue < 1 or max_batch < 1:
             raise ValueError("max_queue and max_batch must be >= 1")
         self.engine = engine
         self.max_queue = max_queue
         self.max_batch = max_batch
-        self.on_round = on_round  # called on the worker before each round (tests, logging)
+        self.on_join = on_join  # called on the worker as requests join (tests, logging)
         self._cond = threading.Condition()
         self._heap: list[tuple[int, int, Ticket]] = []  # (priority, seq, ticket)
         self._seq = itertools.count()
@@ -291,14 +301,17 @@ class Scheduler:
 
     # -- the worker -------------------------------------------------------------------------------
     def _take(self) -> list[Ticket] | None:
-        """Wait for work; the next round's tickets, or None once closed."""
+        """Before a step: the tickets that join now (up to the batch's free rows; empty while
+        it is full), waiting while there is nothing to run; None once closed and drained."""
         with self._cond:
             while True:
-                if self._closed:
-                    return None
-                batch: list[Ticket] = []
+                joining: list[Ticket] = []
                 now = time.monotonic()
-                while self._heap and len(batch) < self.max_batch:
+                while (
+                    not self._closed
+                    and self._heap
+                    and len(self._running) + len(joining) < self.max_batch
+                ):
                     _, _, ticket = heapq.heappop(self._heap)
                     if ticket.cancel_event.is_set():  # flagged through its own event
                         self._stats.cancelled += 1
@@ -306,53 +319,60 @@ class Scheduler:
                     elif ticket.deadline is not None and now > ticket.deadline:
                         self._expire(ticket)
                     else:
-                        batch.append(ticket)
-                if batch:
-                    for ticket in batch:
-                        ticket.state, ticket.started = "running", now
-                        ticket.batch_size = len(batch)
-                    self._running = batch
-                    self._stats.rounds += 1
-                    self._stats.rows += len(batch)
-                    return batch
+                        joining.append(ticket)
+                for ticket in joining:
+                    ticket.state, ticket.started = "running", now
+                self._running.extend(joining)
+                self._stats.joined += len(joining)
+                if self._running:
+                    return joining
+                if self._closed:
+                    return None
                 self._cond.wait()
 
     def _work(self) -> None:
-        while (batch := self._take()) is not None:
-            if self.on_round is not None:
-                self.on_round(batch)
-            outcomes = self._run(batch)
+        batch = self.engine.live_batch()
+        while (joining := self._take()) is not None:
+            for ticket in joining:
+                try:
+                    batch.join(ticket, ticket.request)
+                except Exception as e:  # this request alone: it never takes a slot
+                    self._finish(ticket, e)
+            if joining and self.on_join is not None:
+                self.on_join(joining)
             with self._cond:
-                for ticket, outcome in zip(batch, outcomes, strict=True):
-                    if isinstance(outcome, BaseException):
-                        self._stats.failed += 1
-                    else:
-                        self._stats.passes += outcome.nfe
-                        if outcome.stop_reason == "cancelled":
-                            self._stats.cancelled += 1
-                        else:
-                            self._stats.done += 1
-                    self._resolve(ticket, outcome)
-                self._running = []
-
-    def _run(self, batch: list[Ticket]) -> list[InfillResult | BaseException]:
-        """One round. If the engine raises, run each request alone so that only the request
-        at fault fails."""
-        try:
-            return list(self.engine.run([t.request for t in batch]))
-        except Exception as e:
-            if len(batch) == 1:
-                return [e]
-        out: list[InfillResult | BaseException] = []
-        for ticket in batch:
+                rows = len(self._running)
+                for ticket in self._running:
+                    ticket.batch_size = max(ticket.batch_size, rows)
+            if not rows:
+                continue
             try:
-                out.append(self.engine.run([ticket.request])[0])
-            except Exception as e:
-                out.append(e)
-        return out
+                ended = batch.step()
+            except Exception as e:  # the model failed mid-step: every row in it fails
+                for ticket in batch.fail():
+                    self._finish(ticket, e)
+                continue
+            with self._cond:
+                self._stats.steps += 1
+                self._stats.row_steps += rows
+            for ticket, result in ended:
+                self._finish(ticket, result)
+
+    def _finish(self, ticket: Ticket, outcome: InfillResult | BaseException) -> None:
+        with self._cond:
+            if isinstance(outcome, BaseException):
+                self._stats.failed += 1
+            else:
+                self._stats.passes += outcome.nfe
+                if outcome.stop_reason == "cancelled":
+                    self._stats.cancelled += 1
+                else:
+                    self._stats.done += 1
+            self._running = [t for t in self._running if t is not ticket]
+            self._resolve(ticket, outcome)
 
     def _reap(self) -> None:
-        """Fail queued requests whose deadline passed, on time even while a round runs."""
+        """Fail queued requests whose deadline passed, on time even while the batch runs."""
         with self._cond:
             while not self._closed:
                 now = time.monotonic()

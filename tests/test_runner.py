@@ -163,6 +163,32 @@ def test_batch_equals_one_by_one(dream_engine: Engine) -> None:
     ]
 
 
+def test_rows_join_a_running_batch_between_steps(dream_engine: Engine) -> None:
+    """A longer canvas joining after two steps grows the cache (slots and positions) without
+    disturbing the rows inside: every row decodes exactly what it decodes alone."""
+    e = dream_engine
+    p = InfillParams(span=16, block_size=8, threshold=2.0)
+    first = [e.request(PREFIX, SUFFIX, p), e.request("a = 1\n", "", replace(p, cache="prefix"))]
+    late = e.request("import os\n" * 6 + PREFIX, SUFFIX * 3, replace(p, span=24))
+    batch = e.runner.batch()
+    rows = [e._row(r) for r in first]
+    batch.admit(rows)
+    ended = batch.step() + batch.step()
+    length = batch.cache.length
+    late_row = e._row(late)
+    assert late_row.max_length > length
+    batch.admit([late_row])
+    assert batch.cache.batch == 3 and batch.cache.length == late_row.max_length
+    while batch:
+        ended += batch.step()
+    assert {id(r) for r in ended} == {id(r) for r in [*rows, late_row]}
+    assert batch.cache.batch == 0 and batch.cache.nbytes == 0  # freed as the last row left
+    for req, row in zip([*first, late], [*rows, late_row], strict=True):
+        alone = e.run([req])[0]
+        assert e._result(row, req).token_ids == alone.token_ids
+        assert (row.nfe_full, row.nfe_block) == (alone.nfe_full, alone.nfe_block)
+
+
 def test_cancel_returns_promptly_and_frees_cache(dream_engine: Engine) -> None:
 
     cancel = threading.Event()

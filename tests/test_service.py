@@ -135,7 +135,7 @@ def test_clients_at_once_get_their_own_replies_from_shared_passes(
         for t in threads:
             t.start()
         wait_until(lambda: service.scheduler.stats()["queued"] == 9)
-        service.scheduler.start()  # all nine wait: rounds of 8 and 1
+        service.scheduler.start()  # all nine wait: 8 join at once, the ninth when they end
         for t in threads:
             t.join(60)
         stats = service.scheduler.stats()
@@ -143,7 +143,7 @@ def test_clients_at_once_get_their_own_replies_from_shared_passes(
     for k, got in replies.items():
         assert [m["id"] for m in got] == [f"c{k}-2", f"c{k}-1", f"c{k}-0"]
         assert [m["result"]["text"] for m in reversed(got)] == expected
-    assert stats["done"] == 9 and stats["rounds"] == 2 and stats["mean_batch"] == 4.5
+    assert stats["done"] == 9 and stats["steps"] == 24 and stats["mean_batch"] == 4.5
     sizes = sorted(m["result"]["batch_size"] for got in replies.values() for m in got)
     assert sizes == [1] + [8] * 8
 

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     params = {"span": a.span, "min_tokens": min(a.min_tokens, a.span)}
     batches = (1, a.max_batch)
-    # (clients, max_batch) -> latencies, tokens, wall seconds, rows, rounds; summed over repeats
+    # (clients, max_batch) -> latencies, tokens, wall seconds, row-steps, steps; summed over repeats
     runs: dict[tuple[int, int], list[Any]] = {}
     with tempfile.TemporaryDirectory(prefix="dllm-bench-") as tmp, contextlib.ExitStack() as stack:
         services: dict[int, tuple[Service, str]] = {}
@@ -119,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
                     run[0] += lat
                     run[1] += tok
                     run[2] += wall
-                    run[3] += after["rows"] - before["rows"]
-                    run[4] += after["rounds"] - before["rounds"]
+                    run[3] += after["row_steps"] - before["row_steps"]
+                    run[4] += after["steps"] - before["steps"]
     rows: list[dict[str, Any]] = []
-    for (n, mb), (lat, tok, wall, nrows, rounds) in runs.items():
+    for (n, mb), (lat, tok, wall, row_steps, steps) in runs.items():
         rows.append(
             {
                 "clients": n,
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                 "tok_per_s": round(tok / wall, 1),
                 "p50_ms": round(_percentile(lat, 0.5), 1),
                 "p95_ms": round(_percentile(lat, 0.95), 1),
-                "mean_batch": round(nrows / max(1, rounds), 2),
+                "mean_batch": round(row_steps / max(1, steps), 2),
             }
         )
     base = {r["clients"]: r for r in rows if r["max_batch"] == 1}
