@@ -1,13 +1,17 @@
-"""The engine behind the server: loads it in the background, runs every model call on one worker
-thread (off the event loop), makes those calls cancellable, and keeps the counters that
+"""The engine behind the server: loads it in the background (off the event loop), sends every
+fill through the engine's scheduler, makes those calls cancellable, and keeps the counters that
 `dllm/status` reports.
 
-A load runs on the same worker and cannot be stopped once it has started; the server coalesces
-reloads so that a burst of settings changes queues at most one. Loading drops the old engine
-first, so two models never share the memory.
+Fills go to the in-process engine's scheduler (infill_engine/scheduler.py), the same one the
+engine service uses: requests join one running batch between steps, in priority order (invoked,
+automatic, command), so a command never holds up a completion and two fills share passes. A load
+runs on a thread of its own and cannot be stopped once it has started; the server coalesces
+reloads so that a burst of settings changes queues at most one. Loading closes the old engine's
+scheduler first (its requests end "cancelled"), so two models are never both in use.
 
 Cancellation is cooperative twice over: asyncio cancels the awaiting handler, and the handler
-sets the request's `threading.Event`, which the engine's block loop checks before every pass.
+sets the request's `threading.Event`, which the scheduler drops from the queue or the batch
+before its next step.
 
 With `engineAddress` the model runs in a `dllm-infill serve` service instead (remote.py): no
 weights are loaded here, only the model's tokenizer and config (`RemoteEngine`) for planning and
@@ -22,14 +26,14 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, cast
 
 from infill_engine import Engine, InfillParams, InfillResult, load
 from infill_engine.engine import RefineResult
 from infill_engine.loader import ModelLoadError
 from infill_engine.planner import SpanPlan
+from infill_engine.scheduler import PRIORITIES, Cancelled, Priority, SchedulerError
 from infill_engine.service import Message, ServiceError
 
 from .options import EngineOptions
@@ -45,7 +49,6 @@ from .remote import (
 )
 
 State = Literal["idle", "loading", "ready", "failed"]
-T = TypeVar("T")
 CANCEL_POLL_S = 0.02  # how often a remote request checks its cancel flag while it waits
 
 
@@ -82,24 +85,23 @@ class Backend:
         self.loads = 0  # model loads that ran on the worker
         self._lock = threading.Lock()
         self._running: set[threading.Event] = set()  # cancel flags of calls not yet finished
-        # One thread: the engine runs one decode loop at a time anyway, and a queue of one
-        # keeps a superseded request from holding the model while a newer one waits.
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dllm-engine")
+        self._tasks: set[asyncio.Future[None]] = set()  # recording cancelled fills' outcomes
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def load(self, options: EngineOptions, report: Callable[[str], None]) -> None:
         """Load the model on the worker; never raises (a failure is the `failed` state)."""
         self.state, self.error, self.options = "loading", None, options
-        self.engine = None  # in-flight calls keep their own reference until they finish
+        old, self.engine = self.engine, None
+        if isinstance(old, Engine):
+            old.close()  # its queued and running fills end now ("cancelled")
         self._close_remote()
         if options.address is not None:
             await self._connect(options, report)
             return
         report(f"loading {options.model} on {options.device}")
         t0 = time.perf_counter()
-        loop = asyncio.get_running_loop()
         try:
-            engine = await loop.run_in_executor(self._pool, self._load_now, options)
+            engine = await asyncio.to_thread(self._load_now, options)
         except (ModelLoadError, ValueError, RuntimeError, OSError) as e:
             self.state, self.error, self.engine = "failed", str(e), None
             return
@@ -110,7 +112,7 @@ class Backend:
         )
 
     def _load_now(self, options: EngineOptions) -> Engine:
-        """On the worker."""
+        """On a thread of its own."""
         self.loads += 1
         return load(options.model, device=options.device, dtype=options.dtype)
 
@@ -120,7 +122,8 @@ class Backend:
             for cancel in self._running:
                 cancel.set()
         self._close_remote()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        if isinstance(self.engine, Engine):
+            self.engine.close()
 
     # -- the engine service (engineAddress) -------------------------------------------------------
     async def _connect(self, options: EngineOptions, report: Callable[[str], None]) -> None:
@@ -164,11 +167,8 @@ class Backend:
         engine = self.engine
         if not (isinstance(engine, RemoteEngine) and engine.model == model):
             names = [model, self.options.model]
-            loop = asyncio.get_running_loop()
             try:
-                engine = await loop.run_in_executor(
-                    self._pool, load_remote_engine, names, str(client.address)
-                )
+                engine = await asyncio.to_thread(load_remote_engine, names, str(client.address))
             except (ModelLoadError, ValueError, OSError) as e:
                 if client is self.remote:
                     client.close()  # retrying cannot help: the settings must change
@@ -232,8 +232,7 @@ class Backend:
         fields: dict[str, Any] = {
             "prefix": prefix,
             "suffix": suffix,
-            # several spans of one hole: the user asked (completion.py); one: as they type
-            "priority": priority or ("invoked" if len(params) > 1 else "automatic"),
+            "priority": _priority(priority, params),
         }
         if plan is not None:
             stop = asdict(plan.stop)
@@ -360,9 +359,54 @@ class Backend:
         engine = self.ready_engine()
         if isinstance(engine, RemoteEngine):
             return await self._remote_infill(prefix, suffix, params, cancel, plan, priority)
-        return await self._run(
-            lambda: engine.run(engine.requests(prefix, suffix, params, plan, cancel)), cancel
-        )
+        with self._lock:
+            self.counters.requests += 1
+            self._running.add(cancel)
+        t0 = time.perf_counter()
+        scheduler = engine.scheduler()
+        try:
+            if cancel.is_set():
+                raise Superseded
+            # encoded off the event loop (a long document takes a few milliseconds)
+            requests = await asyncio.to_thread(
+                engine.requests, prefix, suffix, params, plan, cancel
+            )
+            tickets = [
+                scheduler.submit_request(r, priority=_priority(priority, params)) for r in requests
+            ]
+            # shielded: a cancelled handler must not cancel the tickets' futures, whose
+            # results (stop_reason "cancelled") the counters still record
+            waits = [asyncio.wrap_future(t.future) for t in tickets]
+            try:
+                results = [await asyncio.shield(w) for w in waits]
+            except asyncio.CancelledError:
+                cancel.set()  # queued: never starts; running: leaves at its next step
+                for t in tickets:
+                    scheduler.cancel(t)
+                task = asyncio.ensure_future(self._record_later(waits, t0))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                raise
+        except Cancelled:
+            raise Superseded from None  # superseded while it queued: no model call at all
+        except SchedulerError as e:  # busy, deadline: the server logs it, no completion
+            raise RuntimeError(f"engine: {e}") from None
+        finally:
+            with self._lock:
+                self._running.discard(cancel)
+        self._record(results, (time.perf_counter() - t0) * 1000)
+        return results
+
+    async def _record_later(self, waits: list[asyncio.Future[InfillResult]], t0: float) -> None:
+        """Record how a fill whose handler was cancelled ended (it stops at its next step)."""
+        results = []
+        for w in waits:
+            try:
+                results.append(await w)
+            except Exception:  # cancelled while queued, or failed: no pass to count
+                continue
+        if results:
+            self._record(results, (time.perf_counter() - t0) * 1000)
 
     async def refine(
         self,
@@ -379,27 +423,22 @@ class Backend:
                 "refine needs an in-process model: the engine service (engineAddress) does "
                 "not offer it; clear engineAddress to refine"
             )
-        return await self._run(
-            lambda: engine.refine(prefix, text, suffix, fraction, params, cancel), cancel
-        )
-
-    async def _run(self, call: Callable[[], T], cancel: threading.Event) -> T:
         with self._lock:
             self.counters.requests += 1
             self._running.add(cancel)
 
-        def work() -> T:
-            if cancel.is_set():
-                raise Superseded  # superseded while it queued: no model call at all
+        def work() -> RefineResult:
+            # A refine is one loop of its own; it takes turns with the scheduler's steps on the
+            # engine's lock.
             t0 = time.perf_counter()
-            result = call()
+            result = engine.refine(prefix, text, suffix, fraction, params, cancel)
             self._record(result, (time.perf_counter() - t0) * 1000)
             return result
 
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, work)
+            return await asyncio.to_thread(work)
         except asyncio.CancelledError:
-            cancel.set()  # the worker stops at its next pass; its result is dropped
+            cancel.set()  # the loop stops at its next pass; its result is dropped
             raise
         finally:
             with self._lock:
@@ -423,6 +462,14 @@ class Backend:
                 "elapsed_ms": getattr(result, "elapsed_ms", None),  # the block loop alone
                 "call_ms": round(call_ms, 3),  # the whole engine call, tokenization included
             }
+
+
+def _priority(asked: str | None, params: list[InfillParams]) -> Priority:
+    """The scheduler's priority: the caller's, else several spans of one hole mean the user
+    asked (completion.py) and one means ghost text as they type."""
+    if asked in PRIORITIES:
+        return cast(Priority, asked)
+    return "invoked" if len(params) > 1 else "automatic"
 
 
 def _result(r: dict[str, Any]) -> InfillResult:
