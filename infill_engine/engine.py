@@ -402,6 +402,11 @@ class LiveBatch:
     def __len__(self) -> int:
         return len(self._batch) + len(self._ready)
 
+    @property
+    def nbytes(self) -> int:
+        """The K/V cache's bytes now (0 once every row has left)."""
+        return self._batch.cache.nbytes
+
     def join(self, key: Any, request: InfillRequest) -> None:
         """Add a request before the next step; raises ValueError for one the engine cannot
         run (it never takes a slot)."""

@@ -68,6 +68,8 @@ class BatchLike(Protocol):
     def join(self, key: Any, request: InfillRequest) -> None: ...
     def step(self) -> list[tuple[Any, InfillResult]]: ...
     def fail(self) -> list[Any]: ...
+    @property
+    def nbytes(self) -> int: ...
 
 
 class EngineLike(Protocol):
@@ -130,6 +132,7 @@ class Stats:
     steps: int = 0  # steps of the running batch
     row_steps: int = 0  # requests in each step, summed over steps
     passes: int = 0  # forward passes of the requests that ran (each row's nfe, summed)
+    cache_bytes: int = 0  # the running batch's K/V cache now
 
     @property
     def mean_batch(self) -> float:
@@ -166,6 +169,7 @@ class Scheduler:
         self._heap: list[tuple[int, int, Ticket]] = []  # (priority, seq, ticket)
         self._seq = itertools.count()
         self._running: list[Ticket] = []
+        self._batch: BatchLike | None = None  # the worker's running batch, once it started
         self._stats = Stats()
         self._closed = False
         self._worker = threading.Thread(target=self._work, name="dllm-scheduler", daemon=True)
@@ -272,6 +276,7 @@ class Scheduler:
         with self._cond:
             self._stats.queued = len(self._heap)
             self._stats.running = len(self._running)
+            self._stats.cache_bytes = self._batch.nbytes if self._batch is not None else 0
             return self._stats.as_dict()
 
     def close(self, timeout: float | None = 30.0) -> None:
@@ -331,7 +336,7 @@ class Scheduler:
                 self._cond.wait()
 
     def _work(self) -> None:
-        batch = self.engine.live_batch()
+        batch = self._batch = self.engine.live_batch()
         while (joining := self._take()) is not None:
             for ticket in joining:
                 try:

@@ -210,6 +210,43 @@ def test_a_client_that_dies_mid_request_has_its_work_cancelled(
         assert c.infill(PREFIX, SUFFIX, fixed(8))["stop_reason"] == "span_full"
 
 
+def test_a_cancellation_storm_leaves_nothing_behind(unix_service: tuple[str, Service]) -> None:
+    """Four clients each send 60 infills and cancel every one at once, while a long request
+    decodes: every request is answered, and afterwards no slot, cache row or queue entry is
+    left (the K/V cache is freed with the last row)."""
+    address, service = unix_service
+    answers: dict[int, list[str]] = {}
+
+    def storm(k: int) -> None:
+        with ServiceClient(address) as c:
+            codes = []
+            for i in range(60):
+                rid = c.request("infill", rid=f"s{k}-{i}", prefix=PREFIX * (1 + i % 4),
+                                suffix=SUFFIX, params=fixed(64))  # fmt: skip
+                c.cancel(rid)
+                reply = c.reply(rid)
+                codes.append(reply["error"]["code"] if "error" in reply else "done")
+            answers[k] = codes
+
+    with ServiceClient(address) as main:
+        long = main.request("infill", prefix=PREFIX, suffix=SUFFIX, params=fixed(200))
+        wait_until(lambda: service.scheduler.stats()["running"] == 1)
+        threads = [threading.Thread(target=storm, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert main.reply(long)["result"]["stop_reason"] == "span_full"  # untouched by it
+        wait_until(lambda: service.scheduler.stats()["running"] == 0)
+        stats = main.call("stats")["result"]
+    assert sorted(answers) == [0, 1, 2, 3] and all(len(a) == 60 for a in answers.values())
+    codes = [c for a in answers.values() for c in a]
+    assert set(codes) <= {"cancelled", "done"} and codes.count("cancelled") >= 200
+    assert stats["queued"] == 0 and stats["running"] == 0 and stats["inflight"] == 0
+    assert stats["cache_bytes"] == 0  # the last row took its K/V with it
+    assert stats["submitted"] == stats["done"] + stats["cancelled"] == 241
+
+
 def test_bad_frames_are_answered_and_never_touch_other_clients(
     unix_service: tuple[str, Service],
 ) -> None:
