@@ -89,3 +89,12 @@ def test_bench_shape_needs_random_init() -> None:
     assert p.returncode == 2 and "add --random-init" in p.stderr
     p = bench("--random-init", "--shape", "dream-7b", "--layers", "40")
     assert p.returncode == 2 and "layers must be in 1..28" in p.stderr
+
+
+def test_bench_serve_shape_options_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    from infill_engine.lab.bench_serve import main
+
+    assert main(["--layers", "2"]) == 2
+    assert "--layers needs --shape" in capsys.readouterr().err
+    assert main(["--shape", "dream-7b", "--layers", "0"]) == 2
+    assert "layers must be in 1..28" in capsys.readouterr().err

@@ -80,6 +80,14 @@ def random_engine(
     )
 
 
+def shaped_engine(base: Engine, shape: str, layers: int | None, seed: int) -> tuple[Engine, str]:
+    """A random network in a released checkpoint's shape (`--shape`), and its name for reports.
+    Raises ValueError for an unknown shape or a bad layer count."""
+    family, args, mask_id = shape_args(shape, layers)
+    engine = random_engine(base, args, seed, mask_id, family.name)
+    return engine, f"{shape} ({args.num_layers} layers, {parameter_count(args) / 1e9:.2f} B params)"
+
+
 def agreement(a: list[int], b: list[int]) -> float:
     n = max(len(a), len(b))
     return 1.0 if n == 0 else sum(x == y for x, y in zip(a, b, strict=False)) / n
@@ -188,11 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     name = a.model
     if a.shape:
         try:
-            family, args, mask_id = shape_args(a.shape, a.layers)
+            engine, name = shaped_engine(engine, a.shape, a.layers, a.seed)
         except ValueError as e:
             ap.error(str(e))
-        engine = random_engine(engine, args, a.seed, mask_id, family.name)
-        name = f"{a.shape} ({args.num_layers} layers, {parameter_count(args) / 1e9:.2f} B params)"
         ceilings = pass_timing.measure_ceilings(engine.device, engine.dtype)
         passes = pass_timing.time_passes(
             engine.model,

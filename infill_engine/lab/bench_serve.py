@@ -67,8 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     from .. import load
+    from ..models.shapes import SHAPES
     from ..scheduler import Scheduler
     from ..service import Address, Service, ServiceClient, ServiceThread
+    from .bench import shaped_engine
 
     ap = argparse.ArgumentParser(
         prog="dllm-infill bench-serve",
@@ -83,13 +85,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-tokens", type=int, default=1)
     ap.add_argument("--max-batch", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=2, help="alternating runs of each setting")
+    ap.add_argument(
+        "--shape",
+        choices=sorted(SHAPES),
+        help="serve a random network in a released checkpoint's shape (a GPU check)",
+    )
+    ap.add_argument("--layers", type=int, help="with --shape: keep only this many layers")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     try:
         clients = [int(x) for x in a.clients.split(",") if x]
         if not clients or min(clients) < 1 or min(a.requests, a.repeat) < 1 or a.max_batch < 2:
             raise ValueError("--clients, --requests, --repeat must be >= 1, --max-batch >= 2")
+        if a.layers is not None and not a.shape:
+            raise ValueError("--layers needs --shape")
         engine = load(a.model, device=a.device)
+        if a.shape:
+            engine, a.model = shaped_engine(engine, a.shape, a.layers, seed=0)
     except (OSError, ValueError) as e:
         print(f"dllm-infill bench-serve: {e}", file=sys.stderr)
         return 2
@@ -143,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         print(json.dumps(rows, indent=2))
         return 0
+    print(f"model: {a.model}, device: {engine.device}, dtype: {engine.dtype}\n")
     print("| clients | max_batch | req/s | tok/s | p50 ms | p95 ms | mean batch | gain |")
     print("|---|---|---|---|---|---|---|---|")
     for r in sorted(rows, key=lambda r: (r["clients"], r["max_batch"])):
