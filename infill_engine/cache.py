@@ -17,8 +17,12 @@ as a query) are scattered there, and key masks never let a query see it.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch import Tensor
+
+_VERSIONS = itertools.count(1)
 
 
 class _Refresh:
@@ -43,6 +47,9 @@ class KVCache:
         self.num_layers, self.batch, self.length = num_layers, batch, length
         self.k: list[Tensor] = []
         self.v: list[Tensor] = []
+        # renewed whenever the K/V tensors are replaced, unique across caches: a captured CUDA
+        # graph (graphs.py) writes into the tensors it was captured with, valid while they stay
+        self.version = next(_VERSIONS)
 
     # -- writers handed to the model ------------------------------------------------------------
     def refresh(self, rows: Tensor | None = None) -> _Refresh:
@@ -84,6 +91,7 @@ class KVCache:
         return kk, vv
 
     def _allocate(self, like: Tensor) -> None:
+        self.version = next(_VERSIONS)
         shape = (self.batch, like.shape[1], self.length + 1, like.shape[3])
         for _ in range(self.num_layers):
             self.k.append(torch.zeros(shape, dtype=like.dtype, device=like.device))
@@ -94,15 +102,14 @@ class KVCache:
         """Room for `rows` more rows (appended as the last slots) and positions up to `length`.
         Existing rows keep their K/V; the new slots are zeros until their first full pass."""
         length = max(length, self.length)
-        if self.k:
+        if self.k and (rows or length != self.length):
+            self.version = next(_VERSIONS)
             self.k = [self._grown(t, rows, length) for t in self.k]
             self.v = [self._grown(t, rows, length) for t in self.v]
         self.batch += rows
         self.length = length
 
     def _grown(self, t: Tensor, rows: int, length: int) -> Tensor:
-        if rows == 0 and length == self.length:
-            return t
         b, h, _, d = t.shape
         out = t.new_zeros((b + rows, h, length + 1, d))
         # Positions carry over; the old trash slot becomes an ordinary position, which no row
@@ -114,11 +121,13 @@ class KVCache:
         """Drop every row not in `rows` (finished or cancelled requests free their K/V now)."""
         self.batch = int(rows.numel())
         if self.k:
+            self.version = next(_VERSIONS)
             self.k = [t[rows] for t in self.k]
             self.v = [t[rows] for t in self.v]
 
     def release(self) -> None:
         self.k, self.v, self.batch, self.length = [], [], 0, 0
+        self.version = next(_VERSIONS)
 
     @property
     def nbytes(self) -> int:

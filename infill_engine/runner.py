@@ -38,6 +38,7 @@ from torch import Tensor
 
 from . import decode
 from .cache import KVCache
+from .graphs import WindowGraphs
 from .models.common import DiffusionTransformer
 from .params import InfillParams, StopReason
 
@@ -146,6 +147,8 @@ class BlockRunner:
         self.end_ids = torch.tensor(sorted(set(end_ids)), dtype=torch.long)
         self.fill_id = int(end_ids[0])
         self.shift = model.args.logits_shift
+        # window passes replayed as CUDA graphs on a GPU (graphs.py); None: always eager
+        self.graphs: WindowGraphs | None = WindowGraphs.for_device(model)
 
     def run(self, rows: list[Row], observer: Observer | None = None) -> list[Row]:
         """Decode `rows` together until each one ends (a batch no row joins later)."""
@@ -203,9 +206,12 @@ class BlockRunner:
         write = (raw >= block_starts) & (raw < torch.tensor(ends, device=raw.device)[:, None])
         score = self._stack([self._sources(r, offset=s) for r, s in zip(rows, starts, strict=True)])
         mask = self._key_mask(rows, cache.length + 1)
-        store = cache.window(positions, write, self._slots(rows, cache))
+        slots = self._slots(rows, cache)
         for row in rows:
             row.nfe_block += 1
+        if self.graphs is not None:
+            return self.graphs(cache, ids, positions, write, slots, mask, score)
+        store = cache.window(positions, write, slots)
         return self.model(ids, positions, mask=mask, store=store, score=score)
 
     def _sources(self, row: Row, offset: int) -> Tensor:

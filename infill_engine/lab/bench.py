@@ -56,6 +56,7 @@ class Measure:
     speedup: float  # baseline wall / this wall
     agree: float  # share of span positions equal to the baseline's
     tokens_per_pass: float
+    vs_eager: float | None = None  # a graphed row: agreement with the same row run eagerly
 
 
 def random_engine(
@@ -101,9 +102,12 @@ def hole(
     return tuple(ids[cut - prefix_tokens : cut]), tuple(ids[cut : cut + suffix_tokens])
 
 
-def configs(thresholds: list[float]) -> list[tuple[str, str, float | None]]:
-    """The baseline first, then the threshold policy with every cache at every τ."""
-    return [(*BASELINE, None)] + [("threshold", c, t) for t in thresholds for c in CACHES]
+def configs(thresholds: list[float], graphs: bool = False) -> list[tuple[str, str, float | None]]:
+    """The baseline first, then the threshold policy with every cache at every τ. Where window
+    passes are replayed as CUDA graphs (`graphs`), the cached rows say so ("prefix/g",
+    "dual/g"), and an eager dual row runs first, to compare with."""
+    caches = ("none", "prefix/g", "dual", "dual/g") if graphs else CACHES
+    return [(*BASELINE, None)] + [("threshold", c, t) for t in thresholds for c in caches]
 
 
 def run(
@@ -111,12 +115,15 @@ def run(
 ) -> list[Measure]:
     prefix, suffix = hole(engine, context * 3 // 4, context // 4)
     out: list[Measure] = []
-    runs = [(s, d, c, t) for s in spans for d, c, t in configs(thresholds)]
+    graphs = engine.runner.graphs
+    runs = [(s, d, c, t) for s in spans for d, c, t in configs(thresholds, graphs is not None)]
     warm = InfillParams(span=8, block_size=8)
     engine.run([InfillRequest(prefix, suffix, 8, warm)])
     base_ids: list[int] = []
     base_nfe, base_ms = 1, 1.0
-    for span, dec, cache, tau in tqdm(runs, desc="bench", unit="run"):
+    eager_ids: list[int] = []
+    for span, dec, label, tau in tqdm(runs, desc="bench", unit="run"):
+        cache = label.removesuffix("/g")
         if len(prefix) + span + len(suffix) > engine.args.max_positions:
             tqdm.write(f"span {span}: skipped, the model has {engine.args.max_positions} positions")
             continue
@@ -128,32 +135,40 @@ def run(
             cache=cache,
             threshold=0.9 if tau is None else tau,
         )
+        engine.runner.graphs = graphs if label.endswith("/g") else None
         t0 = time.perf_counter()
-        r = engine.run([InfillRequest(prefix, suffix, span, params)])[0]
+        try:
+            r = engine.run([InfillRequest(prefix, suffix, span, params)])[0]
+        finally:
+            engine.runner.graphs = graphs
         ms = (time.perf_counter() - t0) * 1000
         ids = r.token_ids
         if (dec, cache) == BASELINE:
             base_ids, base_nfe, base_ms = ids, r.nfe, ms
+        if label == "dual":
+            eager_ids = ids
         out.append(
             Measure(
-                span, dec, cache, tau, r.nfe, r.nfe_full, r.nfe_block, round(ms, 1),
+                span, dec, label, tau, r.nfe, r.nfe_full, r.nfe_block, round(ms, 1),
                 round(base_nfe / r.nfe, 2), round(base_ms / ms, 2),
                 round(agreement(ids, base_ids), 3), round(r.tokens / max(r.nfe, 1), 2),
+                round(agreement(ids, eager_ids), 3) if label == "dual/g" else None,
             )
         )  # fmt: skip
     return out
 
 
 def table(rows: list[Measure]) -> str:
-    head = f"{'span':>5} {'decode':>9} {'τ':>4} {'cache':>6} {'NFE':>6} {'full':>5} {'block':>6} "
+    head = f"{'span':>5} {'decode':>9} {'τ':>4} {'cache':>8} {'NFE':>6} {'full':>5} {'block':>6} "
     head += f"{'wall ms':>9} {'NFE x':>6} {'speed x':>8} {'agree':>6} {'tok/pass':>8}"
+    head += f" {'vs eager':>8}"
     lines = [head, "-" * len(head)]
     for m in rows:
         lines.append(
             f"{m.span:>5} {m.decode:>9} {'-' if m.threshold is None else m.threshold:>4} "
-            f"{m.cache:>6} {m.nfe:>6} {m.nfe_full:>5} {m.nfe_block:>6} "
+            f"{m.cache:>8} {m.nfe:>6} {m.nfe_full:>5} {m.nfe_block:>6} "
             f"{m.wall_ms:>9.1f} {m.nfe_ratio:>6.2f} {m.speedup:>8.2f} {m.agree:>6.3f} "
-            f"{m.tokens_per_pass:>8.2f}"
+            f"{m.tokens_per_pass:>8.2f} {'-' if m.vs_eager is None else f'{m.vs_eager:.3f}':>8}"
         )
     return "\n".join(lines)
 
