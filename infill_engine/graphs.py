@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -58,6 +60,44 @@ def cuda_capture(pool: Any) -> Capture:
     return capture
 
 
+@dataclass(frozen=True)
+class Window:
+    """One window pass's inputs (runner._window_pass builds them)."""
+
+    ids: Tensor  # [b, W] tokens
+    positions: Tensor  # [b, W]
+    write: Tensor  # [b, W] bool: positions whose K/V the pass stores
+    rows: Tensor | None  # the rows' cache slots; None: every row of the cache, in order
+    mask: Tensor | None  # key mask
+    score: Tensor  # [b, n] indices into W of the hidden states that go through lm_head
+
+    @property
+    def shape(self) -> tuple[Any, ...]:
+        """What a graph is specific to: every tensor's shape."""
+        return tuple(None if t is None else tuple(t.shape) for t in self._tensors())
+
+    def run(self, model: DiffusionTransformer, cache: KVCache) -> Tensor:
+        """The eager pass: logits [b, n, V]."""
+        store = cache.window(self.positions, self.write, self.rows)
+        return model(self.ids, self.positions, mask=self.mask, store=store, score=self.score)
+
+    def clone(self) -> Window:
+        rows = None if self.rows is None else self.rows.clone()
+        mask = None if self.mask is None else self.mask.clone()
+        return Window(
+            self.ids.clone(), self.positions.clone(), self.write.clone(), rows, mask,
+            self.score.clone(),
+        )  # fmt: skip
+
+    def copy_from(self, other: Window) -> None:
+        for mine, new in zip(self._tensors(), other._tensors(), strict=True):
+            if mine is not None and new is not None:
+                mine.copy_(new)
+
+    def _tensors(self) -> tuple[Tensor | None, ...]:
+        return (self.ids, self.positions, self.write, self.rows, self.mask, self.score)
+
+
 class WindowGraphs:
     def __init__(self, model: DiffusionTransformer, capture: Capture, after: int = 3) -> None:
         self.model = model
@@ -68,7 +108,7 @@ class WindowGraphs:
         self.replays = 0
         self._version: int | None = None  # the cache version the graphs were captured with
         self._seen: dict[tuple[Any, ...], int] = {}
-        self._graphs: dict[tuple[Any, ...], _Graphed] = {}
+        self._graphs: dict[tuple[Any, ...], tuple[Window, Pass]] = {}  # static inputs, replay
 
     @classmethod
     def for_device(cls, model: DiffusionTransformer) -> WindowGraphs | None:
@@ -77,34 +117,20 @@ class WindowGraphs:
             return None
         return cls(model, cuda_capture(torch.cuda.graph_pool_handle()))
 
-    def __call__(
-        self,
-        cache: KVCache,
-        ids: Tensor,
-        positions: Tensor,
-        write: Tensor,
-        rows: Tensor | None,
-        mask: Tensor | None,
-        score: Tensor,
-    ) -> Tensor:
+    def __call__(self, cache: KVCache, window: Window) -> Tensor:
         """The window pass's logits: replayed when this shape has a graph, else eager."""
-        version = cache.version
-        if version != self._version:
+        if cache.version != self._version:
             self._graphs.clear()  # they write into tensors the cache no longer holds
             self._seen.clear()
-            self._version = version
-        key = (
-            tuple(ids.shape),
-            tuple(score.shape),
-            None if rows is None else tuple(rows.shape),
-            None if mask is None else tuple(mask.shape),
-        )
+            self._version = cache.version
+        key = window.shape
         graphed = self._graphs.get(key)
         if graphed is None and self.enabled:
             seen = self._seen[key] = self._seen.get(key, 0) + 1
             if seen >= self.after:
+                static = window.clone()
                 try:
-                    graphed = _Graphed(self, cache, ids, positions, write, rows, mask, score)
+                    graphed = static, self.capture(partial(static.run, self.model, cache))
                 except RuntimeError as e:
                     self.enabled = False
                     log.warning("CUDA graph capture failed; window passes stay eager: %s", e)
@@ -112,56 +138,8 @@ class WindowGraphs:
                     self._graphs[key] = graphed
                     self.captures += 1
         if graphed is None:
-            store = cache.window(positions, write, rows)
-            return self.model(ids, positions, mask=mask, store=store, score=score)
+            return window.run(self.model, cache)
+        static, replay = graphed
+        static.copy_from(window)
         self.replays += 1
-        return graphed(ids, positions, write, rows, mask, score)
-
-    def clear(self) -> None:
-        self._graphs.clear()
-        self._seen.clear()
-        self._version = None
-
-
-class _Graphed:
-    """One captured window pass and the static tensors it reads."""
-
-    def __init__(
-        self,
-        owner: WindowGraphs,
-        cache: KVCache,
-        ids: Tensor,
-        positions: Tensor,
-        write: Tensor,
-        rows: Tensor | None,
-        mask: Tensor | None,
-        score: Tensor,
-    ) -> None:
-        self.inputs = [t.clone() for t in (ids, positions, write, score)]
-        self.rows = None if rows is None else rows.clone()
-        self.mask = None if mask is None else mask.clone()
-        s_ids, s_pos, s_write, s_score = self.inputs
-        model = owner.model
-
-        def eager() -> Tensor:
-            store = cache.window(s_pos, s_write, self.rows)
-            return model(s_ids, s_pos, mask=self.mask, store=store, score=s_score)
-
-        self.replay = owner.capture(eager)
-
-    def __call__(
-        self,
-        ids: Tensor,
-        positions: Tensor,
-        write: Tensor,
-        rows: Tensor | None,
-        mask: Tensor | None,
-        score: Tensor,
-    ) -> Tensor:
-        for static, new in zip(self.inputs, (ids, positions, write, score), strict=True):
-            static.copy_(new)
-        if self.rows is not None and rows is not None:
-            self.rows.copy_(rows)
-        if self.mask is not None and mask is not None:
-            self.mask.copy_(mask)
-        return self.replay()
+        return replay()

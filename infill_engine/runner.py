@@ -38,7 +38,7 @@ from torch import Tensor
 
 from . import decode
 from .cache import KVCache
-from .graphs import WindowGraphs
+from .graphs import Window, WindowGraphs
 from .models.common import DiffusionTransformer
 from .params import InfillParams, StopReason
 
@@ -206,13 +206,12 @@ class BlockRunner:
         write = (raw >= block_starts) & (raw < torch.tensor(ends, device=raw.device)[:, None])
         score = self._stack([self._sources(r, offset=s) for r, s in zip(rows, starts, strict=True)])
         mask = self._key_mask(rows, cache.length + 1)
-        slots = self._slots(rows, cache)
+        window = Window(ids, positions, write, self._slots(rows, cache), mask, score)
         for row in rows:
             row.nfe_block += 1
         if self.graphs is not None:
-            return self.graphs(cache, ids, positions, write, slots, mask, score)
-        store = cache.window(positions, write, slots)
-        return self.model(ids, positions, mask=mask, store=store, score=score)
+            return self.graphs(cache, window)
+        return window.run(self.model, cache)
 
     def _sources(self, row: Row, offset: int) -> Tensor:
         """Indices (into the pass's tokens) of the hidden states that score the block positions."""
