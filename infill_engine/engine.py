@@ -17,7 +17,7 @@ from torch import Tensor
 
 from .models import DiffusionTransformer
 from .params import DEFAULT_THRESHOLD, InfillParams, InfillResult
-from .runner import Batch, BlockRunner, Observer, Row
+from .runner import Batch, BlockRunner, Observer, Row, RowRequest
 from .stop import StopRule
 
 if TYPE_CHECKING:
@@ -327,13 +327,9 @@ class Engine:
             canvas=canvas.to(self.device),
             span_start=len(prefix),
             span_end=len(prefix) + r.span,
-            params=params,
-            cancel=r.cancel,
-            generator=generator,
+            request=RowRequest(params, r.cancel, generator, limit, variable),
             max_span=r.max_span,
-            limit=limit,
             stop=self._stop_fn(r.stop) if r.stop is not None and r.stop.kind != "none" else None,
-            variable=variable,
         )
 
     def _stop_fn(self, rule: StopRule) -> Callable[[list[int]], int | None]:

@@ -1,7 +1,9 @@
 """The block loop: canvases `prefix | [MASK] x n | suffix`, decoded block by block, left to right.
 
-Every request (a `Row`) keeps its own progress, so requests of different lengths share forward
-passes. One step of the loop is at most two batched passes:
+Every request is a `Row`: what was asked (`RowRequest`: params, cancel flag, random stream, which
+never change) and its own progress, so requests of different lengths share forward passes, and
+join and leave a running `Batch` between steps. One step of the loop is at most two batched
+passes:
 - a full pass for the rows that start a block (or run without a cache); it also refreshes their
   K/V in the shared `KVCache`;
 - a window pass for the rows inside a block: only the block (dual) or block..end (prefix) is
@@ -47,16 +49,25 @@ from .params import InfillParams, StopReason
 StopFn = Callable[[list[int]], int | None]
 
 
+@dataclass(frozen=True)
+class RowRequest:
+    """What a row was asked to do: it never changes while the row decodes."""
+
+    params: InfillParams
+    cancel: threading.Event | None = None  # checked before every step
+    generator: torch.Generator | None = None  # the random stream of sampling (temperature > 0)
+    limit: int = 0  # the model's positions: the canvas never grows past them (0: no limit)
+    variable: bool = False  # DreamOn expand/delete decoding
+
+
 @dataclass
 class Row:
-    """One request on its way through the block loop."""
+    """A request's progress through the block loop."""
 
     canvas: Tensor  # [L] token ids on the model's device
     span_start: int
     span_end: int
-    params: InfillParams
-    cancel: threading.Event | None = None
-    generator: torch.Generator | None = None
+    request: RowRequest
     block_start: int = 0
     step: int = 0  # steps taken in the current block
     fresh_block: bool = True  # the next pass must be a full one (it refreshes the cache)
@@ -68,11 +79,9 @@ class Row:
     slot: int = 0  # this row's index in the KVCache
     end_at: int | None = None  # canvas position of the first end token in the span
     trace: list[int] = field(default_factory=list)  # tokens committed per step
-    # a span whose length may move: up to max_span masks in all, the canvas within `limit`
+    # a span whose length may move: up to max_span masks in all (raised to the initial span)
     max_span: int = 0  # 0: the span keeps the length it starts with
-    limit: int = 0  # the model's positions (0: no limit)
-    stop: StopFn | None = None  # the construct's end; growth needs it
-    variable: bool = False  # DreamOn expand/delete decoding
+    stop: StopFn | None = None  # the construct's end; growth needs it (dropped if it gives way)
     cut: bool = False  # the stop rule ended the span
     checked: int = 0  # the head length the stop rule last saw
     grown: int = 0  # masks appended by growth
@@ -88,11 +97,11 @@ class Row:
 
     @property
     def block_end(self) -> int:
-        return min(self.block_start + self.params.block_size, self.span_end)
+        return min(self.block_start + self.request.params.block_size, self.span_end)
 
     @property
     def uses_cache(self) -> bool:
-        return self.params.cache != "none"
+        return self.request.params.cache != "none"
 
     @property
     def span_len(self) -> int:
@@ -102,13 +111,15 @@ class Row:
     def can_expand(self) -> bool:
         """Room for one more span position: under max_span, and before the model's last
         position (the far suffix end gives way, as in growth)."""
-        return self.span_len < self.max_span and (not self.limit or self.span_end < self.limit)
+        limit = self.request.limit
+        return self.span_len < self.max_span and (not limit or self.span_end < limit)
 
     @property
     def max_length(self) -> int:
         """The longest canvas this row can reach: its K/V room in the cache."""
         longest = self.length + self.max_span - self.span_len
-        return max(self.length, min(longest, self.limit) if self.limit else longest)
+        limit = self.request.limit
+        return max(self.length, min(longest, limit) if limit else longest)
 
 
 @dataclass(frozen=True)
@@ -195,7 +206,7 @@ class BlockRunner:
         starts, ends = [], []
         for row in rows:
             starts.append(row.block_start - self.shift)
-            ends.append(row.block_end if row.params.cache == "dual" else row.length)
+            ends.append(row.block_end if row.request.params.cache == "dual" else row.length)
         width = max(e - s for s, e in zip(starts, ends, strict=True))
         offsets = torch.arange(width, device=rows[0].canvas.device)
         raw = torch.stack([s + offsets for s in starts])  # [b, W] unclamped positions
@@ -241,34 +252,34 @@ class BlockRunner:
 
     # -- commits --------------------------------------------------------------------------------
     def _commit(self, rows: list[Row], logits: Tensor) -> None:
-        variable = any(r.variable for r in rows)
+        variable = any(r.request.variable for r in rows)
         banned = self.never_variable if variable else self.never
         logits[..., banned.to(logits.device)] = -torch.inf
         for row, row_logits in zip(rows, logits, strict=True):
-            if variable and not row.variable:
+            if variable and not row.request.variable:
                 row_logits[..., self.never.to(logits.device)] = -torch.inf
-            elif row.variable and row.edits >= 2 * row.max_span:
+            elif row.request.variable and row.edits >= 2 * row.max_span:
                 # A bound on expand/delete churn: a model that keeps trading one for the other
                 # would never finish; past it the row decodes at its current length.
                 row_logits[..., self.never.to(logits.device)] = -torch.inf
-            elif row.variable and self.expand_id is not None and not row.can_expand:
+            elif row.request.variable and self.expand_id is not None and not row.can_expand:
                 row_logits[..., self.expand_id] = -torch.inf  # no room left to expand into
             lo, hi = row.block_start, row.block_end
             block = row.canvas[lo:hi]
             masked = block == self.mask_id
-            p = row.params
+            p = row.request.params
             scores = row_logits[: hi - lo]
             early = p.min_tokens - (lo - row.span_start)  # block positions before min_tokens
             if early > 0:
                 scores[:early, self.end_ids] = -torch.inf
-            token, conf = decode.propose(scores, p.temperature, p.top_p, row.generator)
+            token, conf = decode.propose(scores, p.temperature, p.top_p, row.request.generator)
             pick = decode.select(conf, masked, p, block_len=hi - lo, step=row.step)
             block[pick] = token[pick]
             n = int(pick.sum())
             row.committed += n
             row.trace.append(n)
             row.step += 1
-            if row.variable:
+            if row.request.variable:
                 self._apply_edits(row)
             self._apply_end_rule(row)
             self._apply_stop_rule(row)
@@ -294,8 +305,9 @@ class BlockRunner:
             prev = p + 1
         pieces.append(row.canvas[prev:])
         row.canvas = torch.cat(pieces)
-        if row.limit:
-            row.canvas = row.canvas[: row.limit]  # as in growth, the far suffix end gives way
+        if row.request.limit:
+            # as in growth, the far suffix end gives way
+            row.canvas = row.canvas[: row.request.limit]
         row.committed -= int(hits.shape[0])  # control tokens are not text
         row.edits += int(hits.shape[0])
         row.fresh_block = True  # positions moved: the next pass recomputes every K/V
@@ -316,7 +328,7 @@ class BlockRunner:
         keep = row.stop(head[:n].tolist())
         if keep is None:
             return
-        if keep < row.params.min_tokens:
+        if keep < row.request.params.min_tokens:
             # The construct ended before the fill's minimum: min_tokens is what the caller
             # asked for, so the rule gives way and the span is a plain budget again.
             row.stop = None
@@ -354,14 +366,15 @@ class BlockRunner:
         """Append a block of masks to a full span whose construct is still open."""
         if row.stop is None:
             return False  # no construct known: the span is only a budget
-        n = min(row.params.block_size, row.max_span - row.span_len)
-        if row.limit:
-            n = min(n, row.limit - row.span_end)
+        n = min(row.request.params.block_size, row.max_span - row.span_len)
+        if row.request.limit:
+            n = min(n, row.request.limit - row.span_end)
         if n <= 0:
             return False
         masks = row.canvas.new_full((n,), self.mask_id)
         canvas = torch.cat([row.canvas[: row.span_end], masks, row.canvas[row.span_end :]])
-        row.canvas = canvas[: row.limit] if row.limit else canvas  # the far suffix end goes
+        limit = row.request.limit
+        row.canvas = canvas[:limit] if limit else canvas  # the far suffix end goes
         row.block_start, row.span_end = row.span_end, row.span_end + n
         row.step, row.fresh_block = 0, True  # the suffix moved: a full pass refreshes all K/V
         row.grown += n
@@ -412,7 +425,7 @@ class Batch:
     def step(self) -> list[Row]:
         """One step of every live row; returns the rows that ended in it (cancelled ones too)."""
         for row in self.rows:
-            if row.cancel is not None and row.cancel.is_set():
+            if row.request.cancel is not None and row.request.cancel.is_set():
                 row.stop_reason = "cancelled"
         live = [r for r in self.rows if r.stop_reason is None]
         if live:

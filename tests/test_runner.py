@@ -12,7 +12,7 @@ from conftest import EOS_ID, VOCAB, biased
 
 from infill_engine import Engine, InfillParams
 from infill_engine.cache import KVCache
-from infill_engine.runner import Row, StepEvent
+from infill_engine.runner import Row, RowRequest, StepEvent
 
 PREFIX = "def add(a, b):\n    return"
 SUFFIX = "\n\nclass Point:\n"
@@ -64,8 +64,9 @@ def test_window_pass_on_unchanged_canvas_equals_full_pass(
     runner = dream_engine.runner
     ids = torch.randint(2, VOCAB, (14,), generator=torch.Generator().manual_seed(5))
     ids[block_start : block_start + 6] = dream_engine.mask_id
-    row = Row(ids, block_start, block_start + 6, InfillParams(span=6, block_size=4, cache=cache))
-    other = Row(ids[:11].clone(), 2, 8, InfillParams(span=6, block_size=4, cache=cache))
+    p = RowRequest(InfillParams(span=6, block_size=4, cache=cache))
+    row = Row(ids, block_start, block_start + 6, p)
+    other = Row(ids[:11].clone(), 2, 8, p)
     kv = KVCache(dream_engine.args.num_layers, 2, 14)
     other.slot = 1
     with torch.inference_mode():
