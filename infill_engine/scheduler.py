@@ -17,7 +17,6 @@ and its cache slot is freed at once.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
 import threading
@@ -32,6 +31,7 @@ from .params import InfillParams, InfillResult
 
 Priority = Literal["invoked", "automatic", "command"]
 # lower runs first: a completion the user asked for, then as-you-type ghost text, then commands
+# (a request that waits rises a level every `Scheduler.age_s`)
 PRIORITIES: dict[str, int] = {"invoked": 0, "automatic": 1, "command": 2}
 
 TicketState = Literal["queued", "running", "done"]
@@ -158,15 +158,19 @@ class Scheduler:
         max_batch: int = 8,
         start: bool = True,
         on_join: Callable[[list[Ticket]], None] | None = None,
+        age_s: float = 2.0,
     ) -> None:
         if max_queue < 1 or max_batch < 1:
             raise ValueError("max_queue and max_batch must be >= 1")
+        if not age_s > 0:
+            raise ValueError("age_s must be > 0")
         self.engine = engine
         self.max_queue = max_queue
         self.max_batch = max_batch
+        self.age_s = age_s  # seconds of waiting that raise a request one priority level
         self.on_join = on_join  # called on the worker as requests join (tests, logging)
         self._cond = threading.Condition()
-        self._heap: list[tuple[int, int, Ticket]] = []  # (priority, seq, ticket)
+        self._queue: list[Ticket] = []  # waiting, in arrival order
         self._seq = itertools.count()
         self._running: list[Ticket] = []
         self._batch: BatchLike | None = None  # the worker's running batch, once it started
@@ -244,7 +248,7 @@ class Scheduler:
             if self._closed:
                 self._resolve(ticket, Cancelled("the scheduler is closed"))
                 return ticket
-            if len(self._heap) >= self.max_queue:
+            if len(self._queue) >= self.max_queue:
                 self._stats.busy += 1
                 raise Busy(f"the queue is full ({self.max_queue} waiting); try again later")
             seq = next(self._seq)
@@ -254,7 +258,7 @@ class Scheduler:
                 self._stats.cancelled += 1
                 self._resolve(ticket, Cancelled("cancelled before it was queued"))
                 return ticket
-            heapq.heappush(self._heap, (ticket.priority, seq, ticket))
+            self._queue.append(ticket)
             self._cond.notify_all()
         return ticket
 
@@ -274,7 +278,7 @@ class Scheduler:
 
     def stats(self) -> dict[str, Any]:
         with self._cond:
-            self._stats.queued = len(self._heap)
+            self._stats.queued = len(self._queue)
             self._stats.running = len(self._running)
             self._stats.cache_bytes = self._batch.nbytes if self._batch is not None else 0
             return self._stats.as_dict()
@@ -286,11 +290,11 @@ class Scheduler:
             if self._closed:
                 return
             self._closed = True
-            for _, _, ticket in self._heap:
+            for ticket in self._queue:
                 ticket.cancel_event.set()
                 self._stats.cancelled += 1
                 self._resolve(ticket, Cancelled("the scheduler closed"))
-            self._heap.clear()
+            self._queue.clear()
             for ticket in self._running:
                 ticket.cancel_event.set()
             self._cond.notify_all()
@@ -314,10 +318,11 @@ class Scheduler:
                 now = time.monotonic()
                 while (
                     not self._closed
-                    and self._heap
+                    and self._queue
                     and len(self._running) + len(joining) < self.max_batch
                 ):
-                    _, _, ticket = heapq.heappop(self._heap)
+                    ticket = min(self._queue, key=lambda t: self._rank(t, now))
+                    self._queue.remove(ticket)
                     if ticket.cancel_event.is_set():  # flagged through its own event
                         self._stats.cancelled += 1
                         self._resolve(ticket, Cancelled("cancelled while queued"))
@@ -381,18 +386,23 @@ class Scheduler:
         with self._cond:
             while not self._closed:
                 now = time.monotonic()
-                due = [t for _, _, t in self._heap if t.deadline is not None and now > t.deadline]
+                due = [t for t in self._queue if t.deadline is not None and now > t.deadline]
                 for ticket in due:
                     self._drop(ticket)
                     self._expire(ticket)
-                deadlines = [t.deadline for _, _, t in self._heap if t.deadline is not None]
+                deadlines = [t.deadline for t in self._queue if t.deadline is not None]
                 wait = max(0.0, min(deadlines) - now) + 0.001 if deadlines else None
                 self._cond.wait(wait)
 
     # -- helpers (under the lock) -----------------------------------------------------------------
+    def _rank(self, ticket: Ticket, now: float) -> tuple[int, int]:
+        """Priority first, arrival within a priority; every `age_s` a request waits raises it
+        one level, so a command cannot starve under a steady stream of completions."""
+        waited = now - ticket.submitted
+        return ticket.priority - int(waited // self.age_s), ticket.id
+
     def _drop(self, ticket: Ticket) -> None:
-        self._heap = [entry for entry in self._heap if entry[2] is not ticket]
-        heapq.heapify(self._heap)
+        self._queue = [t for t in self._queue if t is not ticket]
 
     def _expire(self, ticket: Ticket) -> None:
         self._stats.expired += 1

@@ -110,6 +110,25 @@ def test_requests_join_up_to_max_batch_highest_priority_first_fifo_within(
     ]
 
 
+@pytest.mark.parametrize(("age_s", "first"), [(0.05, "command"), (100.0, "invoked")])
+def test_a_waiting_request_rises_a_level_every_age_s(
+    engine: Engine, recorder: Recorder, age_s: float, first: str
+) -> None:
+    """Aging: a command that has waited two `age_s` ranks with invoked completions and, being
+    older, goes first; without aging (a long age_s) the completions keep going ahead of it."""
+    with Scheduler(engine, max_batch=1, start=False, on_join=recorder, age_s=age_s) as s:
+        command = s.submit(PREFIX, SUFFIX, fixed(8), priority="command")
+        time.sleep(0.12)
+        invoked = [s.submit(PREFIX, SUFFIX, fixed(8), priority="invoked") for _ in range(3)]
+        s.start()
+        wait_until(lambda: s.stats()["done"] == 4)
+    order = [r[0] for r in recorder.joins]
+    assert (order.index(command.request) == 0) == (first == "command")
+    assert order[-1] is (invoked[-1].request if first == "command" else command.request)
+    with pytest.raises(ValueError, match="age_s"):
+        Scheduler(engine, age_s=0)
+
+
 def test_a_full_queue_raises_busy(engine: Engine) -> None:
     with Scheduler(engine, max_queue=2, start=False) as s:
         s.submit(PREFIX, SUFFIX, fixed(8))
