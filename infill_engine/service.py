@@ -608,6 +608,8 @@ class Connection:
             return None
         if kind == "infill":
             self._infill(rid, item)
+        elif kind == "refine":
+            self._refine(rid, item)
         elif kind == "health":
             self.send({"type": kind, "id": rid, "result": self.service.health()})
         elif kind == "stats":
@@ -628,15 +630,80 @@ class Connection:
         if pending.ticket is not None:
             self.service.scheduler.cancel(pending.ticket)
 
-    def _infill(self, rid: RequestId, msg: Message) -> None:
-        service = self.service
+    def _admit(self, rid: RequestId, kind: str) -> bool:
+        """Room for one more request in flight with this id; else the error is sent."""
         if rid in self.inflight:
-            self.send(error(rid, "infill", "bad_request", "this id is already in flight"))
+            self.send(error(rid, kind, "bad_request", "this id is already in flight"))
+            return False
+        if len(self.inflight) >= self.service.max_inflight:
+            limit = self.service.max_inflight
+            self.send(error(rid, kind, "busy", f"{limit} requests already in flight"))
+            return False
+        return True
+
+    def _refine(self, rid: RequestId, msg: Message) -> None:
+        """`Engine.refine` on a thread of its own: one scoring pass, then the block loop over
+        the remasked tokens; it takes the engine's lock, so it takes turns with the batch."""
+        if not hasattr(self.service.scheduler.engine, "refine"):
+            self.send(error(rid, "refine", "unknown_method", "this engine cannot refine"))
             return
-        if len(self.inflight) >= service.max_inflight:
-            self.send(
-                error(rid, "infill", "busy", f"{service.max_inflight} requests already in flight")
+        if not self._admit(rid, "refine"):
+            return
+        try:
+            texts = [msg.get(k, "") for k in ("prefix", "text", "suffix")]
+            if not all(isinstance(t, str) for t in texts):
+                raise BadRequest("prefix, text and suffix must be strings")
+            if not texts[1]:
+                raise BadRequest("text must not be empty")
+            fraction = msg.get("fraction", 0.25)
+            if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+                raise BadRequest("fraction must be a number in (0, 1]")
+            if not 0 < fraction <= 1:
+                raise BadRequest("fraction must be a number in (0, 1]")
+            params = parse_params(msg.get("params"))
+        except BadRequest as e:
+            self.send(error(rid, "refine", e.code, str(e)))
+            return
+        pending = Pending(threading.Event(), time.monotonic())
+        self.inflight[rid] = pending
+        task = asyncio.create_task(self._run_refine(rid, pending, texts, float(fraction), params))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_refine(
+        self,
+        rid: RequestId,
+        pending: Pending,
+        texts: list[str],
+        fraction: float,
+        params: InfillParams,
+    ) -> None:
+        engine: Any = self.service.scheduler.engine
+        prefix, text, suffix = texts
+        try:
+            r = await asyncio.to_thread(
+                engine.refine, prefix, text, suffix, fraction, params, pending.cancel
             )
+        except ValueError as e:
+            reply = error(rid, "refine", "bad_request", str(e)[:300])
+        except Exception as e:
+            reply = error(rid, "refine", "internal", f"{type(e).__name__}: {e}"[:300])
+        else:
+            if r.stop_reason == "cancelled":
+                reply = error(rid, "refine", "cancelled", f"cancelled after {r.nfe} passes")
+            else:
+                result = {
+                    "text": r.text,
+                    "remasked": r.remasked,
+                    "changed": r.changed,
+                    "nfe": r.nfe,
+                    "stop_reason": r.stop_reason,
+                }
+                reply = {"type": "refine", "id": rid, "result": result}
+        self._reply(rid, pending, reply)
+
+    def _infill(self, rid: RequestId, msg: Message) -> None:
+        if not self._admit(rid, "infill"):
             return
         try:
             prefix, suffix = msg.get("prefix", ""), msg.get("suffix", "")

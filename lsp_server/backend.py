@@ -222,13 +222,7 @@ class Backend:
         plan: SpanPlan | None,
         priority: str | None,
     ) -> list[InfillResult]:
-        """One `infill` request per params; a set cancel flag (or a cancelled caller) sends
-        `cancel {id}` for each one still in flight."""
-        client = self.remote
-        if client is None or not client.connected:
-            raise NotReady(self.error or "the engine service is not connected")
-        if cancel.is_set():
-            raise Superseded
+        """One `infill` request per params."""
         fields: dict[str, Any] = {
             "prefix": prefix,
             "suffix": suffix,
@@ -237,10 +231,30 @@ class Backend:
         if plan is not None:
             stop = asdict(plan.stop)
             fields["plan"] = {"span": plan.span, "max_span": plan.max_span, "stop": stop}
+        t0 = time.perf_counter()
+        bodies = [{**fields, "params": asdict(p)} for p in params]
+        replies = await self._remote_call("infill", bodies, cancel)
+        results = [_result(reply) for reply in replies]
+        self._record(results, (time.perf_counter() - t0) * 1000)
+        with self._lock:
+            self.counters.last["queue_ms"] = replies[0].get("queue_ms")
+            self.counters.last["batch_size"] = replies[0].get("batch_size")
+        return results
+
+    async def _remote_call(
+        self, kind: str, bodies: list[dict[str, Any]], cancel: threading.Event
+    ) -> list[dict[str, Any]]:
+        """Send one request per body and wait for every reply's result. A set cancel flag (or
+        a cancelled caller) sends `cancel {id}` for each one still in flight; a `cancelled`
+        reply is `Superseded`, a lost connection `NotReady`, another error `RemoteError`."""
+        client = self.remote
+        if client is None or not client.connected:
+            raise NotReady(self.error or "the engine service is not connected")
+        if cancel.is_set():
+            raise Superseded
         with self._lock:
             self.counters.requests += 1
             self._running.add(cancel)
-        t0 = time.perf_counter()
         sent: list[tuple[int, asyncio.Future[Message]]] = []
 
         def cancel_sent() -> None:
@@ -249,8 +263,8 @@ class Backend:
                     client.cancel(rid)
 
         try:
-            for p in params:
-                sent.append(client.send("infill", {**fields, "params": asdict(p)}))
+            for body in bodies:
+                sent.append(client.send(kind, body))
             waiting = {fut for _, fut in sent}
             told = False
             while waiting:
@@ -286,13 +300,7 @@ class Backend:
                         self.counters.cancelled += 1
                     raise Superseded
                 raise RemoteError(f"engine service: {ServiceError(code, message)}")
-            results.append(_result(reply.get("result") or {}))
-        call_ms = (time.perf_counter() - t0) * 1000
-        self._record(results, call_ms)
-        with self._lock:
-            last = replies[0].get("result") or {}
-            self.counters.last["queue_ms"] = last.get("queue_ms")
-            self.counters.last["batch_size"] = last.get("batch_size")
+            results.append(dict(reply.get("result") or {}))
         return results
 
     def status(self) -> dict[str, Any]:
@@ -419,10 +427,29 @@ class Backend:
     ) -> RefineResult:
         engine = self.ready_engine()
         if isinstance(engine, RemoteEngine):
-            raise RemoteError(
-                "refine needs an in-process model: the engine service (engineAddress) does "
-                "not offer it; clear engineAddress to refine"
+            body = {"prefix": prefix, "text": text, "suffix": suffix, "fraction": fraction}
+            t0 = time.perf_counter()
+            try:
+                (r,) = await self._remote_call(
+                    "refine", [{**body, "params": asdict(params)}], cancel
+                )
+            except RemoteError as e:
+                if "unknown_method" in str(e):  # a service from before refine was in it
+                    raise RemoteError(
+                        "the engine service does not offer refine (it predates it); "
+                        "upgrade it, or clear engineAddress to refine in-process"
+                    ) from None
+                raise
+            result = RefineResult(
+                text=str(r.get("text", "")),
+                remasked=[int(i) for i in r.get("remasked", [])],
+                changed=int(r.get("changed", 0)),
+                nfe=int(r.get("nfe", 0)),
+                stop_reason=str(r.get("stop_reason", "span_full")),
+                token_ids=[],
             )
+            self._record(result, (time.perf_counter() - t0) * 1000)
+            return result
         with self._lock:
             self.counters.requests += 1
             self._running.add(cancel)

@@ -20,7 +20,7 @@ from infill_engine.service import TOKEN_ENV, Address, Service, ServiceThread
 from lsp_server.backend import Backend, NotReady, Superseded
 from lsp_server.completion import Ask, Completer
 from lsp_server.options import EngineOptions, Options, describe, parse_options
-from lsp_server.remote import RemoteError, engine_address
+from lsp_server.remote import engine_address
 
 PREFIX = "def add(a, b):\n    return "
 SUFFIX = "\n"
@@ -103,8 +103,13 @@ async def test_remote_completions_equal_in_process_ones(
         assert service.service.scheduler.stats()["done"] >= 2  # the fill, and the candidates
         assert remote.status()["requests"] == 2 and remote.status()["model_calls"] == 2
 
-        with pytest.raises(RemoteError, match="refine needs an in-process model"):
-            await remote.refine(PREFIX, "a + b", SUFFIX, 0.25, GREEDY, threading.Event())
+        # refine runs in the service too, and edits exactly as in-process
+        got_r = await remote.refine(PREFIX, "a +  b", SUFFIX, 0.5, GREEDY, threading.Event())
+        want_r = await local.refine(PREFIX, "a +  b", SUFFIX, 0.5, GREEDY, threading.Event())
+        assert (got_r.text, got_r.remasked, got_r.changed) == (
+            want_r.text, want_r.remasked, want_r.changed,
+        )  # fmt: skip
+        assert got_r.nfe == want_r.nfe >= 2 and remote.status()["requests"] == 3
     finally:
         remote.close()
         local.close()

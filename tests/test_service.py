@@ -210,6 +210,33 @@ def test_a_client_that_dies_mid_request_has_its_work_cancelled(
         assert c.infill(PREFIX, SUFFIX, fixed(8))["stop_reason"] == "span_full"
 
 
+def test_refine_edits_as_in_process_and_can_be_cancelled(
+    engine: Engine, unix_service: tuple[str, Service]
+) -> None:
+    address, _ = unix_service
+    text = "a +  b"
+    want = engine.refine(PREFIX, text, SUFFIX, 0.5, InfillParams(span=1))
+    with ServiceClient(address) as c:
+        got = c.call("refine", prefix=PREFIX, text=text, suffix=SUFFIX, fraction=0.5,
+                     params={"span": 1})["result"]  # fmt: skip
+        assert (got["text"], got["remasked"], got["changed"], got["nfe"]) == (
+            want.text, want.remasked, want.changed, want.nfe,
+        )  # fmt: skip
+        bads = [({"fraction": 0}, "fraction"), ({"text": ""}, "text"), ({"text": 3}, "strings"),
+                ({"params": {"span": -1}}, "span")]  # fmt: skip
+        for bad, field in bads:
+            reply = c.call("refine", **{"prefix": PREFIX, "text": text, **bad})
+            assert reply["error"]["code"] == "bad_request" and field in reply["error"]["message"]
+        long = "x = 1\n" * 60  # every token remasked, one per pass: hundreds of passes
+        rid = c.request("refine", prefix=PREFIX, text=long, suffix=SUFFIX, fraction=1.0,
+                        params={"span": 1, "threshold": 1.5})  # fmt: skip
+        time.sleep(0.1)  # it runs (or is about to): either way it stops at its next pass
+        c.cancel(rid)
+        reply = c.reply(rid)
+        assert reply["error"]["code"] == "cancelled", reply
+        assert c.call("health")["result"]["status"] == "ok"
+
+
 def test_a_cancellation_storm_leaves_nothing_behind(unix_service: tuple[str, Service]) -> None:
     """Four clients each send 60 infills and cancel every one at once, while a long request
     decodes: every request is answered, and afterwards no slot, cache row or queue entry is
