@@ -23,7 +23,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -465,7 +465,7 @@ class Connection:
         self.inflight: dict[RequestId, Pending] = {}
         self.closed = False
         self._writer_task = asyncio.create_task(self._write_loop())
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Future[None]] = set()
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -664,9 +664,13 @@ class Connection:
         except BadRequest as e:
             self.send(error(rid, "refine", e.code, str(e)))
             return
+        self._start(rid, lambda p: self._run_refine(rid, p, texts, float(fraction), params))
+
+    def _start(self, rid: RequestId, work: Callable[[Pending], Awaitable[None]]) -> None:
+        """Register a request in flight and run its work on the loop."""
         pending = Pending(threading.Event(), time.monotonic())
         self.inflight[rid] = pending
-        task = asyncio.create_task(self._run_refine(rid, pending, texts, float(fraction), params))
+        task = asyncio.ensure_future(work(pending))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -724,13 +728,9 @@ class Connection:
         except BadRequest as e:
             self.send(error(rid, "infill", e.code, str(e)))
             return
-        pending = Pending(threading.Event(), time.monotonic())
-        self.inflight[rid] = pending
-        task = asyncio.create_task(
-            self._submit(rid, pending, prefix, suffix, params, plan, priority, deadline_ms)
+        self._start(
+            rid, lambda p: self._submit(rid, p, prefix, suffix, params, plan, priority, deadline_ms)
         )
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _submit(
         self,
