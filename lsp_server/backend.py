@@ -386,7 +386,8 @@ class Backend:
             # results (stop_reason "cancelled") the counters still record
             waits = [asyncio.wrap_future(t.future) for t in tickets]
             try:
-                results = [await asyncio.shield(w) for w in waits]
+                # gather retrieves every outcome, so none is logged as never retrieved
+                results = list(await asyncio.gather(*(asyncio.shield(w) for w in waits)))
             except asyncio.CancelledError:
                 cancel.set()  # queued: never starts; running: leaves at its next step
                 for t in tickets:
