@@ -392,7 +392,7 @@ class LiveBatch:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._batch: Batch = engine.runner.batch()
-        self._rows: dict[int, tuple[Any, Row, InfillRequest]] = {}  # id(row) -> key, row, req
+        self._rows: dict[int, tuple[Any, InfillRequest]] = {}  # id(row) -> key, request
         self._ready: list[tuple[Any, InfillResult]] = []  # ended without a pass
 
     def __len__(self) -> int:
@@ -412,7 +412,7 @@ class LiveBatch:
         if ended:
             self._ready.append((key, self._engine._result(row, request)))
         else:
-            self._rows[id(row)] = (key, row, request)
+            self._rows[id(row)] = (key, request)  # the batch holds the row while it lives
 
     def step(self) -> list[tuple[Any, InfillResult]]:
         """One step of every request; the keys and results of those that ended."""
@@ -421,13 +421,13 @@ class LiveBatch:
             with self._engine._lock:
                 ended = self._batch.step()
             for row in ended:
-                key, _, request = self._rows.pop(id(row))
+                key, request = self._rows.pop(id(row))
                 out.append((key, self._engine._result(row, request)))
         return out
 
     def fail(self) -> list[Any]:
         """Drop every request (the model raised): their keys; the cache is freed."""
-        keys = [key for key, _, _ in self._rows.values()] + [key for key, _ in self._ready]
+        keys = [key for key, _ in (*self._rows.values(), *self._ready)]
         self._rows, self._ready = {}, []
         self._batch.close()
         return keys

@@ -76,6 +76,7 @@ class Row:
     nfe_block: int = 0
     stop_reason: StopReason | None = None
     elapsed_ms: float = 0.0
+    joined_at: float = 0.0  # time.perf_counter() when it joined a batch
     slot: int = 0  # this row's index in the KVCache
     end_at: int | None = None  # canvas position of the first end token in the span
     trace: list[int] = field(default_factory=list)  # tokens committed per step
@@ -396,7 +397,6 @@ class Batch:
         self.rows: list[Row] = []  # live rows; row.slot is the row's index in the cache
         self.cache = KVCache(runner.model.args.num_layers, 0, 0)
         self.steps = 0
-        self._t0: dict[int, float] = {}  # id(row) -> when it joined
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -416,8 +416,7 @@ class Batch:
             first = self.cache.batch
             self.cache.grow(len(joining), max(r.max_length for r in joining))
             for i, row in enumerate(joining):
-                row.slot = first + i
-                self._t0[id(row)] = now
+                row.slot, row.joined_at = first + i, now
             self.rows.extend(joining)
         return done
 
@@ -435,7 +434,7 @@ class Batch:
         ended = [r for r in self.rows if r.stop_reason is not None]
         if ended:
             for row in ended:
-                row.elapsed_ms = (now - self._t0.pop(id(row), now)) * 1000
+                row.elapsed_ms = (now - row.joined_at) * 1000
             self.rows = [r for r in self.rows if r.stop_reason is None]
             self._compact()
         return ended
@@ -447,7 +446,7 @@ class Batch:
         """Free the cache; rows still live are cancelled."""
         for row in self.rows:
             row.stop_reason = "cancelled"
-        self.rows, self._t0 = [], {}
+        self.rows = []
         self.cache.release()
 
     def _compact(self) -> None:

@@ -17,6 +17,7 @@ and its cache slot is freed at once.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import threading
@@ -225,15 +226,7 @@ class Scheduler:
         if isinstance(limit, int) and request.span > limit:
             raise ValueError(f"span {request.span} exceeds the model's {limit} positions")
         if request.cancel is None:
-            request = InfillRequest(
-                request.prefix_ids,
-                request.suffix_ids,
-                request.span,
-                request.params,
-                threading.Event(),
-                stop=request.stop,
-                max_span=request.max_span,
-            )
+            request = dataclasses.replace(request, cancel=threading.Event())
         assert request.cancel is not None
         now = time.monotonic()
         ticket = Ticket(

@@ -87,11 +87,9 @@ def _weights(model: DiffusionTransformer) -> tuple[int, int, int]:
     """(bytes of every weight a pass reads whole, bytes per embedding row, matmul parameters)."""
     embed = model.embed_tokens.weight
     total, matmul = 0, 0
-    seen: set[int] = set()
-    for p in model.parameters():
-        if id(p) in seen or p is embed:
+    for p in model.parameters():  # a tied weight comes once
+        if p is embed:
             continue  # the embedding table is gathered by row, not read whole
-        seen.add(id(p))
         total += p.numel() * p.element_size()
         if p.dim() == 2 and p is not model.lm_head.weight:
             matmul += p.numel()
@@ -113,9 +111,8 @@ def time_passes(
     """Full passes at batch 1 and block passes at each batch, for each canvas length."""
     a = model.args
     device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
     weight_bytes, row_bytes, matmul_params = _weights(model)
-    elt = torch.tensor([], dtype=dtype).element_size()
+    elt = next(model.parameters()).element_size()
     kv_row = 2 * a.num_layers * a.num_kv_heads * a.head_dim * elt  # K and V of one position
     head_flop = 2 * a.vocab_size * a.hidden_size * block  # lm_head scores the block's rows
     out: list[PassTime] = []
