@@ -252,9 +252,6 @@ class Backend:
             raise NotReady(self.error or "the engine service is not connected")
         if cancel.is_set():
             raise Superseded
-        with self._lock:
-            self.counters.requests += 1
-            self._running.add(cancel)
         sent: list[tuple[int, asyncio.Future[Message]]] = []
 
         def cancel_sent() -> None:
@@ -263,6 +260,7 @@ class Backend:
                     client.cancel(rid)
 
         try:
+            self._in_flight(cancel)
             for body in bodies:
                 sent.append(client.send(kind, body))
             waiting = {fut for _, fut in sent}
@@ -279,8 +277,7 @@ class Backend:
         except Unavailable as e:
             raise NotReady(self.error or f"the engine service is not connected ({e})") from None
         finally:
-            with self._lock:
-                self._running.discard(cancel)
+            self._finished(cancel)
         replies = []
         lost = None
         for _, fut in sent:  # every outcome is retrieved, so none is reported as unhandled
@@ -299,7 +296,7 @@ class Backend:
                     with self._lock:
                         self.counters.cancelled += 1
                     raise Superseded
-                raise RemoteError(f"engine service: {ServiceError(code, message)}")
+                raise RemoteError(f"engine service: {ServiceError(code, message)}", code)
             results.append(dict(reply.get("result") or {}))
         return results
 
@@ -367,9 +364,7 @@ class Backend:
         engine = self.ready_engine()
         if isinstance(engine, RemoteEngine):
             return await self._remote_infill(prefix, suffix, params, cancel, plan, priority)
-        with self._lock:
-            self.counters.requests += 1
-            self._running.add(cancel)
+        self._in_flight(cancel)
         t0 = time.perf_counter()
         scheduler = engine.scheduler()
         try:
@@ -401,8 +396,7 @@ class Backend:
         except SchedulerError as e:  # busy, deadline: the server logs it, no completion
             raise RuntimeError(f"engine: {e}") from None
         finally:
-            with self._lock:
-                self._running.discard(cancel)
+            self._finished(cancel)
         self._record(results, (time.perf_counter() - t0) * 1000)
         return results
 
@@ -435,7 +429,7 @@ class Backend:
                     "refine", [{**body, "params": asdict(params)}], cancel
                 )
             except RemoteError as e:
-                if "unknown_method" in str(e):  # a service from before refine was in it
+                if e.code == "unknown_method":  # a service from before refine was in it
                     raise RemoteError(
                         "the engine service does not offer refine (it predates it); "
                         "upgrade it, or clear engineAddress to refine in-process"
@@ -451,9 +445,7 @@ class Backend:
             )
             self._record(result, (time.perf_counter() - t0) * 1000)
             return result
-        with self._lock:
-            self.counters.requests += 1
-            self._running.add(cancel)
+        self._in_flight(cancel)
 
         def work() -> RefineResult:
             # A refine is one loop of its own; it takes turns with the scheduler's steps on the
@@ -469,8 +461,17 @@ class Backend:
             cancel.set()  # the loop stops at its next pass; its result is dropped
             raise
         finally:
-            with self._lock:
-                self._running.discard(cancel)
+            self._finished(cancel)
+
+    def _in_flight(self, cancel: threading.Event) -> None:
+        """A model call starts: counted, and its cancel flag set if the server closes."""
+        with self._lock:
+            self.counters.requests += 1
+            self._running.add(cancel)
+
+    def _finished(self, cancel: threading.Event) -> None:
+        with self._lock:
+            self._running.discard(cancel)
 
     def _record(self, results: Any, call_ms: float) -> None:
         batch = results if isinstance(results, list) else [results]

@@ -62,7 +62,11 @@ class Refused(ConnectionError):
 
 class RemoteError(ValueError):
     """An error reply to a request (busy, deadline, bad_request, internal), or something the
-    service does not offer; the message is for the user."""
+    service does not offer; the message is for the user, `code` the reply's error code."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def engine_address(text: str) -> Address:
