@@ -95,7 +95,7 @@ def serve(argv: list[str]) -> int:
         Address,
         ServeError,
         Service,
-        is_loopback,
+        check_listen,
         parse_address,
         resolve_token,
     )
@@ -124,13 +124,7 @@ def serve(argv: list[str]) -> int:
     try:
         address = parse_address(a.listen)
         token = resolve_token(a.token_file)
-        if address.kind == "tcp":
-            if token is None:
-                raise ServeError(
-                    f"TCP needs a token: set ${TOKEN_ENV} or pass --token-file (mode 0600)"
-                )
-            if not is_loopback(address.host) and not a.allow_remote:
-                raise ServeError(f"{address.host} is not a loopback address; pass --allow-remote")
+        check_listen(address, token, a.allow_remote)  # before the model loads
         if a.max_batch < 1 or a.max_queue < 1:
             raise ServeError("--max-batch and --max-queue must be >= 1")
         engine = load(a.model, device=a.device, dtype=a.dtype, qwen2_as_diffusion=a.qwen2_diffusion)

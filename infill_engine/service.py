@@ -801,6 +801,16 @@ class Connection:
 
 
 # -- running it -----------------------------------------------------------------------------------
+def check_listen(address: Address, token: str | None, allow_remote: bool) -> None:
+    """TCP needs a token, and a loopback host unless remote clients are allowed (ServeError)."""
+    if address.kind != "tcp":
+        return
+    if token is None:
+        raise ServeError(f"TCP needs a token: set ${TOKEN_ENV} or pass --token-file (mode 0600)")
+    if not allow_remote and not is_loopback(address.host):
+        raise ServeError(f"{address.host} is not a loopback address; pass --allow-remote")
+
+
 async def serve(
     service: Service,
     address: Address,
@@ -813,11 +823,8 @@ async def serve(
     returns, also when it cannot listen (ServeError)."""
     inode: int | None = None
     try:
+        check_listen(address, service.token, allow_remote)
         if address.kind == "tcp":
-            if service.token is None:
-                raise ServeError(f"TCP needs a token: set ${TOKEN_ENV} or pass --token-file")
-            if not allow_remote and not is_loopback(address.host):
-                raise ServeError(f"{address.host} is not a loopback address; pass --allow-remote")
             try:
                 server = await asyncio.start_server(service.handle, address.host, address.port)
             except OSError as e:
