@@ -292,7 +292,7 @@ def _depth(s: str, comment: str) -> int:
                 quote = ""
         elif c in "\"'`":
             quote = c
-        elif s.startswith(comment, i):
+        elif comment and s.startswith(comment, i):
             break
         elif c in OPENERS:
             depth += 1
@@ -311,7 +311,7 @@ def _code(line: str, comment: str) -> str:
                 quote = ""
         elif c in "\"'`":
             quote = c
-        elif line.startswith(comment, i):
+        elif comment and line.startswith(comment, i):
             return line[:i]
     return line
 

@@ -297,9 +297,6 @@ def parse_params(raw: Any) -> InfillParams:
         raise BadRequest(f"params: {e}"[:300]) from None
 
 
-STOP_KINDS = ("line", "expression", "indent", "brace", "none")
-
-
 @dataclass(frozen=True)
 class WirePlan:
     """A span plan sent by the client (planner.SpanPlan's span, max_span and stop rule)."""
@@ -327,19 +324,10 @@ def parse_plan(raw: Any) -> WirePlan | None:
     unknown = sorted(str(k) for k in stop if k not in STOP_FIELDS)
     if unknown:
         raise BadRequest(f"unknown plan.stop fields: {', '.join(unknown)[:200]}")
-    kind, indent = stop.get("kind", "none"), stop.get("indent", 0)
-    comment, opener = stop.get("comment", "#"), stop.get("opener", "")
-    newline, statement = stop.get("newline", False), stop.get("statement", False)
-    if kind not in STOP_KINDS:
-        raise BadRequest(f"plan.stop.kind must be one of {list(STOP_KINDS)}")
-    if isinstance(indent, bool) or not isinstance(indent, int) or not 0 <= indent <= 4096:
-        raise BadRequest("plan.stop.indent must be an int in [0, 4096]")
-    for name, v in (("comment", comment), ("opener", opener)):
-        if not isinstance(v, str) or len(v) > 8:
-            raise BadRequest(f"plan.stop.{name} must be a string of at most 8 characters")
-    if not isinstance(newline, bool) or not isinstance(statement, bool):
-        raise BadRequest("plan.stop.newline and plan.stop.statement must be booleans")
-    rule = StopRule(kind, indent, comment, opener, newline, statement)
+    try:
+        rule = StopRule(**stop)
+    except ValueError as e:
+        raise BadRequest(f"plan.{e}"[:300]) from None
     return WirePlan(span, max_span, rule)
 
 

@@ -16,20 +16,41 @@ Brackets are counted outside string literals and comments, line by line: a rule 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 StopKind = Literal["line", "expression", "indent", "brace", "none"]
+STOP_KINDS: tuple[str, ...] = get_args(StopKind)
 OPENERS, CLOSERS = "([{", ")]}"
+MAX_INDENT = 4096  # columns: deeper than any real code
+MAX_MARK = 8  # characters of a comment or opener mark
 
 
 @dataclass(frozen=True)
 class StopRule:
     kind: StopKind = "none"
     indent: int = 0  # "indent": the body's indentation, in columns (tabs count 8)
-    comment: str = "#"  # the language's line comment, which hides brackets
+    comment: str = "#"  # the language's line comment, which hides brackets ("": none)
     opener: str = ""  # "line": a line whose code ends with it goes on with its indented block
     newline: bool = False  # "line": the newline that ends the line is kept
     statement: bool = False  # "line": blank lines before the statement's code belong to it
+
+    def __post_init__(self) -> None:
+        # A rule may come off the wire (the engine service): every field is checked here, so
+        # no rule that is built can make the scanners below misbehave.
+        if self.kind not in STOP_KINDS:
+            raise ValueError(f"stop kind must be one of {list(STOP_KINDS)}, got {self.kind!r}")
+        if type(self.indent) is not int or not 0 <= self.indent <= MAX_INDENT:
+            raise ValueError(f"stop indent must be an int in [0, {MAX_INDENT}]")
+        for name in ("comment", "opener"):
+            mark = getattr(self, name)
+            # whitespace in a mark would match at a newline and stall the line scan
+            if not isinstance(mark, str) or len(mark) > MAX_MARK or mark != "".join(mark.split()):
+                raise ValueError(
+                    f"stop {name} must be a string of at most {MAX_MARK} characters with no "
+                    f"whitespace, got {mark!r}"[:200]
+                )
+        if type(self.newline) is not bool or type(self.statement) is not bool:
+            raise ValueError("stop newline and statement must be booleans")
 
     def cut(self, text: str) -> int | None:
         """Where the construct ends in text (an offset; the text before it is kept), or None
@@ -90,11 +111,11 @@ def _scan(text: str, kind: StopKind, comment: str) -> int | None:
                 quote = ""
         elif c in "\"'`":
             quote = c
-        elif text.startswith(comment, i):
+        elif comment and text.startswith(comment, i):
             nl = text.find("\n", i)
             if nl < 0:
                 return None
-            i = nl
+            i = nl  # > i: a comment mark has no newline in it
             continue
         elif c in OPENERS:
             depth += 1

@@ -178,6 +178,23 @@ def test_a_span_plan_travels_with_the_request(
         assert bad["error"]["code"] == "bad_request" and "kind" in bad["error"]["message"]
 
 
+def test_a_hostile_stop_rule_is_refused_or_run_and_never_stalls_the_service(
+    unix_service: tuple[str, Service],
+) -> None:
+    address, _ = unix_service
+    with ServiceClient(address, timeout=30) as c:
+        # "" is a language with no line comment: it runs, and ends at the line's newline
+        plan = {"span": 4, "max_span": 64, "stop": {"kind": "line", "comment": ""}}
+        r = c.infill("x = 1\ny = ", "\nz = 3\n", {"span": "auto"}, plan=plan)
+        assert "\n" not in r["text"]
+        for comment in ("\n", " ", "\n#"):  # a mark with whitespace would stall the scan
+            plan["stop"] = {"kind": "line", "comment": comment}
+            bad = c.call("infill", prefix="x = ", suffix="\n", plan=plan)
+            assert bad["error"]["code"] == "bad_request", bad
+            assert "comment" in bad["error"]["message"]
+        assert c.infill(PREFIX, SUFFIX, fixed(4))["stop_reason"] == "span_full"
+
+
 def test_cancel_answers_the_request_with_cancelled(unix_service: tuple[str, Service]) -> None:
     address, service = unix_service
     with ServiceClient(address) as c:

@@ -50,6 +50,36 @@ def test_stop_rule_finds_the_end_of_the_construct(rule: StopRule, text: str, cut
     assert rule.cut(text) == cut
 
 
+@pytest.mark.parametrize("kind", ["line", "expression", "brace"])
+def test_a_language_with_no_line_comment_scans_to_the_end(kind: str) -> None:
+    # An empty comment mark once matched at every position: the scan stood still on the first
+    # newline for ever, on the scheduler's worker, under the engine lock.
+    rule = StopRule(kind, comment="")  # type: ignore[arg-type]
+    text = "x = (1,\n 2)) + 3\n}\ny = 2\n" * 50
+    assert rule.cut(text) == StopRule(kind, comment="@@").cut(text)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fields", "word"),
+    [
+        ({"kind": "sentence"}, "kind"),
+        ({"kind": "line", "comment": "\n"}, "comment"),
+        ({"kind": "line", "comment": "# "}, "comment"),
+        ({"kind": "line", "comment": "#" * 9}, "comment"),
+        ({"kind": "line", "comment": 3}, "comment"),
+        ({"kind": "line", "opener": "\t"}, "opener"),
+        ({"kind": "indent", "indent": -1}, "indent"),
+        ({"kind": "indent", "indent": True}, "indent"),
+        ({"kind": "indent", "indent": 1 << 20}, "indent"),
+        ({"kind": "line", "newline": 1}, "booleans"),
+        ({"kind": "line", "statement": "yes"}, "booleans"),
+    ],
+)
+def test_a_stop_rule_checks_itself_when_built(fields: dict[str, object], word: str) -> None:
+    with pytest.raises(ValueError, match=word):
+        StopRule(**fields)  # type: ignore[arg-type]
+
+
 def test_an_inserted_statement_closes_with_its_newline() -> None:
     rule = StopRule("line", newline=True, statement=True)
     assert rule.close("x = 1") == "x = 1\n"  # ended by an end token before its newline
