@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from infill_engine import Engine, InfillParams, InfillResult, load
 from infill_engine.engine import RefineResult
@@ -220,13 +220,13 @@ class Backend:
         params: list[InfillParams],
         cancel: threading.Event,
         plan: SpanPlan | None,
-        priority: str | None,
+        priority: Priority,
     ) -> list[InfillResult]:
         """One `infill` request per params."""
         fields: dict[str, Any] = {
             "prefix": prefix,
             "suffix": suffix,
-            "priority": _priority(priority, params),
+            "priority": priority,
         }
         if plan is not None:
             stop = asdict(plan.stop)
@@ -345,9 +345,11 @@ class Backend:
         params: InfillParams,
         cancel: threading.Event,
         plan: SpanPlan | None = None,
-        priority: str | None = None,
+        *,
+        priority: Priority,
     ) -> InfillResult:
-        return (await self.infill_many(prefix, suffix, [params], cancel, plan, priority))[0]
+        results = await self.infill_many(prefix, suffix, [params], cancel, plan, priority=priority)
+        return results[0]
 
     async def infill_many(
         self,
@@ -356,11 +358,15 @@ class Backend:
         params: list[InfillParams],
         cancel: threading.Event,
         plan: SpanPlan | None = None,
-        priority: str | None = None,
+        *,
+        priority: Priority,
     ) -> list[InfillResult]:
         """Several fills of one hole (say, several span lengths), encoded once and decoded as
-        one batch. With an engine service: one request each, batched by the service;
-        `priority` is the service's (`invoked`, `automatic`, `command`)."""
+        one batch. With an engine service: one request each, batched by the service.
+        `priority` is the caller's to say (`invoked`, `automatic`, `command`): it is never
+        guessed from the request's shape."""
+        if priority not in PRIORITIES:
+            raise ValueError(f"priority must be one of {list(PRIORITIES)}, got {priority!r}")
         engine = self.ready_engine()
         if isinstance(engine, RemoteEngine):
             return await self._remote_infill(prefix, suffix, params, cancel, plan, priority)
@@ -374,9 +380,7 @@ class Backend:
             requests = await asyncio.to_thread(
                 engine.requests, prefix, suffix, params, plan, cancel
             )
-            tickets = [
-                scheduler.submit_request(r, priority=_priority(priority, params)) for r in requests
-            ]
+            tickets = [scheduler.submit_request(r, priority=priority) for r in requests]
             # shielded: a cancelled handler must not cancel the tickets' futures, whose
             # results (stop_reason "cancelled") the counters still record
             waits = [asyncio.wrap_future(t.future) for t in tickets]
@@ -491,14 +495,6 @@ class Backend:
                 "elapsed_ms": getattr(result, "elapsed_ms", None),  # the block loop alone
                 "call_ms": round(call_ms, 3),  # the whole engine call, tokenization included
             }
-
-
-def _priority(asked: str | None, params: list[InfillParams]) -> Priority:
-    """The scheduler's priority: the caller's, else several spans of one hole mean the user
-    asked (completion.py) and one means ghost text as they type."""
-    if asked in PRIORITIES:
-        return cast(Priority, asked)
-    return "invoked" if len(params) > 1 else "automatic"
 
 
 def _result(r: dict[str, Any]) -> InfillResult:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infill_engine.planner import SpanPlan
+from infill_engine.scheduler import Priority
 
 from .backend import Backend, Superseded
 from .context import build_context
@@ -95,7 +96,10 @@ class Completer:
             old.set()  # a newer request on this document: the older one stops at its next pass
         self._inflight[ask.uri] = cancel
         try:
-            results = await self.backend.infill_many(ctx.prefix, ctx.suffix, params, cancel, hole)
+            priority: Priority = "invoked" if ask.invoked else "automatic"
+            results = await self.backend.infill_many(
+                ctx.prefix, ctx.suffix, params, cancel, hole, priority=priority
+            )
         except Superseded:
             return []
         finally:

@@ -89,8 +89,8 @@ async def test_remote_completions_equal_in_process_ones(
         assert remote.token_spans("def f(x):") == local.token_spans("def f(x):")
 
         # the same hole and greedy params: the same fill, token for token
-        got = await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event())
-        want = await local.infill(PREFIX, SUFFIX, GREEDY, threading.Event())
+        got = await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
+        want = await local.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
         assert (got.text, got.tokens, got.stop_reason) == (want.text, want.tokens, want.stop_reason)
         assert got.nfe == want.nfe and got.span == want.span
 
@@ -158,19 +158,23 @@ async def test_a_service_that_goes_away_is_one_message_and_comes_back(
     remote = await remote_backend(f"unix:{sock}", told)
     restarted: ServiceThread | None = None
     try:
-        assert (await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event())).text
+        assert (
+            await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
+        ).text
         await asyncio.to_thread(service.stop)
         await wait_for(lambda: remote.state == "failed", timeout=10)
         for _ in range(5):  # keystrokes while it is down: no completion, no more messages
             with pytest.raises(NotReady, match="no completions until it is back"):
-                await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event())
+                await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
         await asyncio.sleep(0.6)  # several reconnection attempts fail meanwhile
         assert remote.remote is not None and remote.remote.attempts >= 3
         assert len(told.tells) == 1 and sock in told.tells[0]
 
         restarted = await asyncio.to_thread(start_service, engine, Address("unix", path=sock))
         await wait_for(lambda: remote.state == "ready", timeout=10)
-        assert (await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event())).text
+        assert (
+            await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
+        ).text
         assert len(told.tells) == 1 and any("is back" in line for line in told.logs)
         assert remote.status()["reconnects"] == 1 and remote.error is None
     finally:
@@ -189,7 +193,9 @@ async def test_a_service_that_is_not_up_yet_is_waited_for(engine: Engine, sock: 
             remote.ready_engine()
         thread = await asyncio.to_thread(start_service, engine, Address("unix", path=sock))
         await wait_for(lambda: remote.state == "ready", timeout=10)
-        assert (await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event())).text
+        assert (
+            await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
+        ).text
         assert told.tells == []  # the server reports how the load ended; nothing was lost
     finally:
         remote.close()
@@ -220,7 +226,9 @@ async def test_tcp_with_the_token_from_the_setting_or_the_environment(
         from_env = await remote_backend(address)
         backends.append(from_env)
         assert from_env.state == "ready", from_env.error
-        assert (await from_env.infill(PREFIX, SUFFIX, GREEDY, threading.Event())).text
+        assert (
+            await from_env.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
+        ).text
     finally:
         for b in backends:
             b.close()

@@ -203,3 +203,34 @@ def test_regenerate_puts_the_instruction_before_the_selection_as_a_comment(
     assert plain == head + "        " and suffix == suffix2 == "\n    return out\n"
     assert "comprehension" not in text
     backend.real.close()
+
+
+@pytest.mark.parametrize(("invoked", "candidates"), [(True, 1), (True, 3), (False, 1)])
+def test_a_completion_is_queued_at_the_priority_of_how_it_was_asked_for(
+    dream_engine: Any, invoked: bool, candidates: int
+) -> None:
+    """The queue's priority is what the trigger says, never guessed from the number of spans
+    (an invoked request for one candidate was once queued as ghost text)."""
+    import asyncio
+    from dataclasses import replace
+
+    from infill_engine.scheduler import PRIORITIES
+    from lsp_server.backend import Backend
+    from lsp_server.completion import Ask, Completer
+
+    backend = Backend(lambda _: None)
+    backend.engine, backend.state = dream_engine, "ready"
+    joined: list[int] = []
+    scheduler = dream_engine.scheduler()
+    scheduler.on_join = lambda tickets: joined.extend(t.priority for t in tickets)
+    opts = Options()
+    opts = replace(opts, completion=replace(opts.completion, candidates=candidates, debounce_ms=0))
+    text = "def add(a, b):\n    return \n"
+    ask = Ask("file:///p.py", text, text.index("return ") + 7, "python", invoked=invoked)
+    try:
+        asyncio.run(Completer(backend, lambda _: None).complete(ask, opts))
+    finally:
+        scheduler.on_join = None
+    want = PRIORITIES["invoked" if invoked else "automatic"]
+    assert joined and set(joined) == {want}
+    assert len(joined) == (candidates if invoked else 1)
