@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+import grammars
 from infill_engine.planner import SpanPlan
 
 from . import syntax
@@ -100,17 +101,23 @@ async def regenerate_selection(
     line_start = prefix.rfind("\n") + 1
     head = prefix[line_start:]  # the selection's line before it: its indentation, if blank
     indent = head[: len(head) - len(head.lstrip())]
+    what = "regenerated the selection"
     if instruction and instruction.strip():
-        # A base code model follows intent best as a comment just before the code; the comment
-        # is context only and never enters the document.
-        note = f"# {' '.join(instruction.split())}\n"
-        prefix = prefix[:line_start] + indent + note + prefix[line_start:]
+        # A base code model follows intent best as a comment just before the code, in the
+        # language's own comment syntax; the comment is context only and never enters the
+        # document.
+        spec = grammars.spec(language_id)
+        if spec is not None:
+            note = f"{spec.line_comment} {' '.join(instruction.split())}\n"
+            prefix = prefix[:line_start] + indent + note + prefix[line_start:]
+        else:
+            what += f" (without the instruction: no comment syntax is known for {language_id})"
     p = infill_params(opts.decode, opts.decode.span or plan.span, 2)
     r = await backend.infill(prefix, suffix, p, threading.Event(), plan, priority="command")
     new = finish(r.text, prefix, suffix, language_id, block_indent="")
     if new is None:
         raise CommandError("the model wrote nothing usable for the selection")
-    return _checked(Edit(start, end, new, "regenerated the selection"), text, language_id)
+    return _checked(Edit(start, end, new, what), text, language_id)
 
 
 async def refine_selection(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
@@ -234,3 +235,43 @@ def test_a_completion_is_queued_at_the_priority_of_how_it_was_asked_for(
     want = PRIORITIES["invoked" if invoked else "automatic"]
     assert joined and set(joined) == {want}
     assert len(joined) == (candidates if invoked else 1)
+
+
+@pytest.mark.parametrize(
+    ("language_id", "text", "line"),
+    [
+        ("javascript", "function f(a) {\n  let b = a + 1;\n  return b;\n}\n", "let b = a + 1;"),
+        ("rust", "fn f(a: i32) -> i32 {\n    let b = a + 1;\n    b\n}\n", "let b = a + 1;"),
+        ("go", "func f(a int) int {\n\tb := a + 1\n\treturn b\n}\n", "b := a + 1"),
+        ("python", "def f(a):\n    b = a + 1\n    return b\n", "b = a + 1"),
+    ],
+)
+def test_the_instruction_is_a_comment_in_the_language_of_the_document(
+    dream_engine: Any, language_id: str, text: str, line: str
+) -> None:
+    import asyncio
+
+    import grammars
+    from lsp_server.commands import CommandError, regenerate_selection
+
+    start = text.index(line)
+    backend = _Recording(dream_engine)
+    opts, _ = parse_options({"completion": {"languages": [language_id]}})
+    with contextlib.suppress(CommandError):  # what reached the model is the point
+        call = regenerate_selection(
+            backend,  # type: ignore[arg-type]
+            text,
+            start,
+            start + len(line),
+            "add two",
+            opts,
+            language_id,
+        )
+        asyncio.run(call)
+    ((prefix, _),) = backend.calls
+    spec = grammars.spec(language_id)
+    assert spec is not None
+    note_line = prefix.rsplit("\n", 2)[-2].strip()
+    assert note_line == f"{spec.line_comment} add two"
+    assert ("#" in prefix) == (language_id == "python")
+    backend.real.close()
