@@ -19,6 +19,7 @@ from .models import DiffusionTransformer
 from .params import DEFAULT_THRESHOLD, InfillParams, InfillResult
 from .runner import Batch, BlockRunner, Observer, Row, RowRequest
 from .stop import StopRule
+from .watchdog import Watchdog
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -40,6 +41,9 @@ class InfillRequest:
     # it is still open, a full span grows by a block at a time up to max_span.
     stop: StopRule | None = None
     max_span: int = 0  # the most masks the span may reach by growth or expand (0: span)
+    # The span's first content, `span` ids with the mask where the model predicts (a refine
+    # keeps the user's tokens and remasks a few); None: every position a mask.
+    fill: tuple[int, ...] | None = None
 
 
 class SpanPlanLike(Protocol):
@@ -115,7 +119,9 @@ class Engine:
         self.runner = BlockRunner(
             model, mask_id, self.end_ids, self.reserved_ids, expand_id, delete_id
         )
-        self._lock = threading.Lock()  # one decode step (or loop, or refine) at a time
+        # the request's own code in a step (its stop rule) is bounded: past it the request fails
+        self.watchdog = Watchdog()
+        self._lock = threading.Lock()  # one decode step (or loop, or scoring pass) at a time
         self._scheduler: Scheduler | None = None
         self._scheduler_lock = threading.Lock()
 
@@ -186,6 +192,7 @@ class Engine:
             scheduler, self._scheduler = self._scheduler, None
         if scheduler is not None:
             scheduler.close()
+        self.watchdog.close()
 
     def live_batch(self) -> LiveBatch:
         return LiveBatch(self)
@@ -253,6 +260,7 @@ class Engine:
         fraction: float = 0.25,
         params: InfillParams | None = None,
         cancel: threading.Event | None = None,
+        scheduler: Scheduler | None = None,
     ) -> RefineResult:
         """Edit `text` in place: remask its least likely tokens and predict them again.
 
@@ -260,6 +268,10 @@ class Engine:
         probability of being what they are become masks, and the block loop re-predicts only
         those. The rest of the text stays as the user wrote it. No autoregressive model can do
         this edit: it needs the suffix and the text's own later tokens at once.
+
+        The re-prediction is a row of the scheduler's running batch (this engine's, or the one
+        given), at the priority of a command: completions join and leave beside it step by step
+        instead of waiting for it. Only the scoring pass holds the engine for itself, as a step.
         """
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
@@ -272,26 +284,39 @@ class Engine:
         p = replace(
             base, span=n_ids, max_span=max(base.max_span, n_ids), min_tokens=n_ids, expand=False
         )
-        row = self._row(
-            InfillRequest(tuple(self.encode(prefix)), tuple(self.encode(suffix)), n_ids, p, cancel)
+        request = InfillRequest(
+            tuple(self.encode(prefix)),
+            tuple(self.encode(suffix)),
+            n_ids,
+            p,
+            cancel,
+            fill=tuple(ids),
         )
+        row = self._row(request)
         lo, hi = row.span_start, row.span_end
-        row.canvas[lo:hi] = torch.tensor(ids, device=row.canvas.device)
-        with self._lock:
+        with self._lock, torch.inference_mode():
             logp = torch.log_softmax(self.logits(row.canvas[None])[0, lo:hi], dim=-1)
             mine = logp.gather(1, row.canvas[lo:hi, None].to(logp.device))[:, 0]
-            n = max(1, round(fraction * n_ids))
-            worst = torch.topk(-mine, n).indices.to(row.canvas.device)
-            row.canvas[lo + worst] = self.mask_id
-            self.runner.run([row])
-        new = row.canvas[lo:hi].tolist()
-        kept = [t for t in new if t not in self.end_ids and t != self.mask_id]
+        n = max(1, round(fraction * n_ids))
+        worst = sorted(int(i) for i in torch.topk(-mine, n).indices.tolist())
+        fill = list(ids)
+        for i in worst:
+            fill[i] = self.mask_id
+        request = replace(request, fill=tuple(fill))
+        from .scheduler import Cancelled  # the scheduler builds on this module
+
+        ticket = (scheduler or self.scheduler()).submit_request(request, priority="command")
+        try:
+            result = ticket.result()
+        except Cancelled:  # cancelled before it joined the batch: the scoring pass only
+            result = InfillResult("", 0, 0, 0, 0.0, "cancelled")
+        new = result.token_ids if len(result.token_ids) == n_ids else fill
         return RefineResult(
-            text=self.decode_ids(kept),
-            remasked=sorted(int(i) for i in worst.tolist()),
+            text=result.text,
+            remasked=worst,
             changed=sum(a != b for a, b in zip(ids, new, strict=True)),
-            nfe=row.nfe_full + row.nfe_block + 1,
-            stop_reason=row.stop_reason or "span_full",
+            nfe=result.nfe + 1,
+            stop_reason=result.stop_reason,
             token_ids=new,
         )
 
@@ -314,7 +339,10 @@ class Engine:
         params = r.params
         if params.threshold is None:
             params = replace(params, threshold=self.threshold)
-        canvas = torch.tensor(prefix + [self.mask_id] * r.span + suffix, dtype=torch.long)
+        if r.fill is not None and len(r.fill) != r.span:
+            raise ValueError(f"a fill of {len(r.fill)} ids for a span of {r.span}")
+        span = list(r.fill) if r.fill is not None else [self.mask_id] * r.span
+        canvas = torch.tensor(prefix + span + suffix, dtype=torch.long)
         generator = None
         if params.temperature > 0:
             generator = torch.Generator(device=self.device)
@@ -336,31 +364,36 @@ class Engine:
         """The rule on token ids: how many ids to keep so that their text reaches the cut."""
 
         def keep(ids: list[int]) -> int | None:
-            cut = rule.cut(self.decode_ids(ids))
-            if cut is None:
-                return None
-            lo, hi = 0, len(ids)  # the fewest ids whose text is at least `cut` long
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if len(self.decode_ids(ids[:mid])) >= cut:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            return lo
+            with self.watchdog.guard():
+                cut = rule.cut(self.decode_ids(ids))
+                if cut is None:
+                    return None
+                lo, hi = 0, len(ids)  # the fewest ids whose text is at least `cut` long
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if len(self.decode_ids(ids[:mid])) >= cut:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                return lo
 
         return keep
 
     def _result(self, row: Row, request: InfillRequest) -> InfillResult:
         stop = row.end_at if row.end_at is not None else row.span_end
         ids = [t for t in row.canvas[row.span_start : stop].tolist() if t != self.mask_id]
+        if row.error is not None:
+            raise row.error
         if row.stop_reason is None:
             raise RuntimeError("the block loop returned an unfinished row")
         text = self.decode_ids(ids)
-        if row.cut and request.stop is not None:
-            cut = request.stop.cut(text)
-            text = text if cut is None else text[:cut]  # the last id may run past the end
-        if request.stop is not None and row.stop_reason != "cancelled":
-            text = request.stop.close(text)
+        if request.stop is not None:
+            with self.watchdog.guard():  # the request's own rule, as inside a step
+                if row.cut:
+                    cut = request.stop.cut(text)
+                    text = text if cut is None else text[:cut]  # the last id may run past the end
+                if row.stop_reason != "cancelled":
+                    text = request.stop.close(text)
         return InfillResult(
             text=text,
             tokens=row.committed,
@@ -414,15 +447,20 @@ class LiveBatch:
         else:
             self._rows[id(row)] = (key, request)  # the batch holds the row while it lives
 
-    def step(self) -> list[tuple[Any, InfillResult]]:
-        """One step of every request; the keys and results of those that ended."""
-        out, self._ready = self._ready, []
+    def step(self) -> list[tuple[Any, InfillResult | Exception]]:
+        """One step of every request; the keys and outcomes of those that ended: a result, or
+        the error that failed that request alone (its stop rule raised or ran too long)."""
+        out: list[tuple[Any, InfillResult | Exception]] = list(self._ready)
+        self._ready = []
         if len(self._batch):
             with self._engine._lock:
                 ended = self._batch.step()
             for row in ended:
                 key, request = self._rows.pop(id(row))
-                out.append((key, self._engine._result(row, request)))
+                try:
+                    out.append((key, self._engine._result(row, request)))
+                except Exception as e:
+                    out.append((key, e))
         return out
 
     def fail(self) -> list[Any]:

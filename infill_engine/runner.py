@@ -87,6 +87,7 @@ class Row:
     checked: int = 0  # the head length the stop rule last saw
     grown: int = 0  # masks appended by growth
     edits: int = 0  # expand/delete edits applied
+    error: BaseException | None = None  # why the row failed alone (its stop_reason: "cancelled")
 
     def __post_init__(self) -> None:
         self.block_start = self.span_start
@@ -326,7 +327,11 @@ class BlockRunner:
         if n <= row.checked:
             return
         row.checked = n
-        keep = row.stop(head[:n].tolist())
+        try:
+            keep = row.stop(head[:n].tolist())
+        except Exception as e:  # the request's own rule failed (or ran too long): it alone ends
+            row.error, row.stop_reason = e, "cancelled"
+            return
         if keep is None:
             return
         if keep < row.request.params.min_tokens:

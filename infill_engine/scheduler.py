@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import math
 import threading
 import time
@@ -29,6 +30,8 @@ from typing import Any, Literal, Protocol
 
 from .engine import InfillRequest, SpanPlanLike
 from .params import InfillParams, InfillResult
+
+log = logging.getLogger("infill_engine.scheduler")
 
 Priority = Literal["invoked", "automatic", "command"]
 # lower runs first: a completion the user asked for, then as-you-type ghost text, then commands
@@ -67,7 +70,7 @@ class BatchLike(Protocol):
 
     def __len__(self) -> int: ...
     def join(self, key: Any, request: InfillRequest) -> None: ...
-    def step(self) -> list[tuple[Any, InfillResult]]: ...
+    def step(self) -> list[tuple[Any, InfillResult | Exception]]: ...
     def fail(self) -> list[Any]: ...
     @property
     def nbytes(self) -> int: ...
@@ -339,7 +342,10 @@ class Scheduler:
             for ticket in joining:
                 try:
                     batch.join(ticket, ticket.request)
+                except ValueError as e:  # a request the engine cannot run: the caller is told
+                    self._finish(ticket, e)
                 except Exception as e:  # this request alone: it never takes a slot
+                    log.error("request %d failed to join the batch", ticket.id, exc_info=e)
                     self._finish(ticket, e)
             if joining and self.on_join is not None:
                 self.on_join(joining)
@@ -352,14 +358,18 @@ class Scheduler:
             try:
                 ended = batch.step()
             except Exception as e:  # the model failed mid-step: every row in it fails
-                for ticket in batch.fail():
+                failed = batch.fail()
+                log.error("a step failed; its %d requests fail", len(failed), exc_info=e)
+                for ticket in failed:
                     self._finish(ticket, e)
                 continue
             with self._cond:
                 self._stats.steps += 1
                 self._stats.row_steps += rows
-            for ticket, result in ended:
-                self._finish(ticket, result)
+            for ticket, outcome in ended:
+                if isinstance(outcome, Exception):  # its own rule failed: it alone ends
+                    log.warning("request %d failed alone", ticket.id, exc_info=outcome)
+                self._finish(ticket, outcome)
 
     def _finish(self, ticket: Ticket, outcome: InfillResult | BaseException) -> None:
         with self._cond:

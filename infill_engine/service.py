@@ -630,8 +630,9 @@ class Connection:
         return True
 
     def _refine(self, rid: RequestId, msg: Message) -> None:
-        """`Engine.refine` on a thread of its own: one scoring pass, then the block loop over
-        the remasked tokens; it takes the engine's lock, so it takes turns with the batch."""
+        """`Engine.refine` on a thread of its own: one scoring pass (a step's worth of the
+        engine), then the remasked tokens are a row of the running batch, at command priority,
+        beside the completions."""
         if not hasattr(self.service.scheduler.engine, "refine"):
             self.send(error(rid, "refine", "unknown_method", "this engine cannot refine"))
             return
@@ -670,15 +671,20 @@ class Connection:
         fraction: float,
         params: InfillParams,
     ) -> None:
-        engine: Any = self.service.scheduler.engine
+        scheduler = self.service.scheduler
+        engine: Any = scheduler.engine
         prefix, text, suffix = texts
         try:
+            # its re-prediction joins this service's running batch, beside the completions
             r = await asyncio.to_thread(
-                engine.refine, prefix, text, suffix, fraction, params, pending.cancel
+                engine.refine, prefix, text, suffix, fraction, params, pending.cancel, scheduler
             )
         except ValueError as e:
             reply = error(rid, "refine", "bad_request", str(e)[:300])
+        except SchedulerError as e:
+            reply = error(rid, "refine", e.code, str(e))
         except Exception as e:
+            log.error("refine %r failed", rid, exc_info=e)
             reply = error(rid, "refine", "internal", f"{type(e).__name__}: {e}"[:300])
         else:
             if r.stop_reason == "cancelled":
@@ -704,7 +710,7 @@ class Connection:
             params = parse_params(msg.get("params"))
             plan = parse_plan(msg.get("plan"))
             priority = msg.get("priority", "automatic")
-            if priority not in PRIORITIES:
+            if not isinstance(priority, str) or priority not in PRIORITIES:  # a list: unhashable
                 raise BadRequest(f"priority must be one of {list(PRIORITIES)}")
             deadline_ms = msg.get("deadline_ms")
             if deadline_ms is not None and (
@@ -756,6 +762,7 @@ class Connection:
             self._reply(rid, pending, error(rid, "infill", "bad_request", str(e)[:300]))
             return
         except Exception as e:  # the encoder pool shut down, a tokenizer failure
+            log.error("infill %r could not be queued", rid, exc_info=e)
             self._reply(rid, pending, error(rid, "infill", "internal", str(e)[:300]))
             return
         pending.ticket = ticket

@@ -1,0 +1,114 @@
+"""A refine is a row of the scheduled batch: completions join, run and finish beside it, in the
+engine and in the service, and it is cancelled like any other request."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infill_engine import Engine, InfillParams, load
+from infill_engine.engine import RefineResult
+from infill_engine.scheduler import PRIORITIES, Scheduler, Ticket
+from infill_engine.service import Address, Service, ServiceClient, ServiceThread
+
+PREFIX = "def add(a, b):\n    return "
+SUFFIX = "\n"
+LONG = "x = 1\n" * 60  # every token remasked and one committed per pass: hundreds of steps
+ONE_PER_PASS = InfillParams(span=1, threshold=1.5)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[Engine]:
+    e = load("builtin", device="cpu")
+    yield e
+    e.close()
+
+
+class Joins:
+    """The scheduler's on_join hook: each ticket that joined, and an event per priority."""
+
+    def __init__(self) -> None:
+        self.tickets: list[Ticket] = []
+        self.command = threading.Event()
+
+    def __call__(self, tickets: list[Ticket]) -> None:
+        self.tickets.extend(tickets)
+        if any(t.priority == PRIORITIES["command"] for t in tickets):
+            self.command.set()
+
+
+def start_refine(engine: Engine, scheduler: Scheduler, cancel: threading.Event) -> list[object]:
+    out: list[object] = []
+
+    def work() -> None:
+        try:
+            out.append(
+                engine.refine(PREFIX, LONG, SUFFIX, 1.0, ONE_PER_PASS, cancel, scheduler=scheduler)
+            )
+        except Exception as e:  # reported by the test, not lost on the thread
+            out.append(e)
+
+    threading.Thread(target=work, daemon=True).start()
+    return out
+
+
+def test_completions_finish_while_a_long_refine_runs(engine: Engine) -> None:
+    joins = Joins()
+    with Scheduler(engine, max_batch=8, on_join=joins) as scheduler:
+        cancel = threading.Event()
+        out = start_refine(engine, scheduler, cancel)
+        assert joins.command.wait(60), "the refine never joined the batch"
+        (refine,) = [t for t in joins.tickets if t.priority == PRIORITIES["command"]]
+        for _ in range(3):  # each completion runs to its end while the refine is still a row
+            ticket = scheduler.submit(PREFIX, SUFFIX, InfillParams(span=8))
+            assert ticket.result(60).stop_reason != "cancelled"
+            assert not refine.done()
+        assert scheduler.stats()["mean_batch"] > 1  # they shared steps with it
+        cancel.set()
+        result = refine.result(60)
+        assert result.stop_reason == "cancelled" and result.nfe < len(engine.encode(LONG))
+    (r,) = out
+    assert isinstance(r, RefineResult) and r.stop_reason == "cancelled"
+
+
+def test_a_refine_in_the_batch_edits_as_a_refine_alone(engine: Engine) -> None:
+    text = "a +  b"
+    with Scheduler(engine) as scheduler:
+        shared = engine.refine(PREFIX, text, SUFFIX, 0.5, ONE_PER_PASS, scheduler=scheduler)
+    alone = engine.refine(PREFIX, text, SUFFIX, 0.5, ONE_PER_PASS)  # the engine's own scheduler
+    assert (shared.text, shared.remasked, shared.changed, shared.nfe) == (
+        alone.text,
+        alone.remasked,
+        alone.changed,
+        alone.nfe,
+    )
+    assert shared.remasked and len(shared.token_ids) == len(engine.encode(text))
+
+
+def test_the_service_answers_completions_during_a_refine(engine: Engine, tmp_path: Path) -> None:
+    joins = Joins()
+    scheduler = Scheduler(engine, max_batch=8, on_join=joins)
+    path = str(tmp_path / "s.sock")
+    with (
+        ServiceThread(Service(scheduler, "builtin"), Address("unix", path=path)),
+        ServiceClient(f"unix:{path}") as c,
+    ):
+        rid = c.request(
+            "refine",
+            prefix=PREFIX,
+            text=LONG,
+            suffix=SUFFIX,
+            fraction=1.0,
+            params={"span": 1, "threshold": 1.5},
+        )
+        assert joins.command.wait(60), "the refine never joined the batch"
+        (refine,) = [t for t in joins.tickets if t.priority == PRIORITIES["command"]]
+        for _ in range(3):
+            assert c.infill(PREFIX, SUFFIX, {"span": 8})["stop_reason"] != "cancelled"
+            assert not refine.done()
+        c.cancel(rid)
+        assert c.reply(rid)["error"]["code"] == "cancelled"
+        assert c.call("health")["result"]["status"] == "ok"
