@@ -168,19 +168,12 @@ def load_weights(
     state: dict[str, Tensor] = {}
     ignored: list[str] = []
     for file in weight_files(path):
-        with safe_open(str(file), framework="pt", device="cpu") as f:
-            for key in f.keys():  # noqa: SIM118 (safe_open is not a Mapping)
-                name = family.our_name(key)
-                if name is None or name not in expected:
-                    ignored.append(key)
-                    continue
-                tensor = f.get_tensor(key)
-                if tuple(tensor.shape) != expected[name]:
-                    raise ModelLoadError(
-                        f"{file.name}: tensor {key!r} has shape {tuple(tensor.shape)}, "
-                        f"expected {expected[name]} from config.json"
-                    )
-                state[name] = tensor.to(dtype)
+        try:
+            ignored += _read_weights(file, family, expected, dtype, state)
+        except ModelLoadError:
+            raise
+        except Exception as e:  # safetensors raises its own error type for a corrupt file
+            raise ModelLoadError(f"{file}: not a readable safetensors file ({e})") from e
     missing = sorted(set(expected) - set(state))
     if missing:
         shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
@@ -188,6 +181,31 @@ def load_weights(
     if ignored:
         log.warning("ignored %d tensors not used by %s: %s", len(ignored), family.name, ignored[:5])
     return state
+
+
+def _read_weights(
+    file: Path,
+    family: Family,
+    expected: dict[str, tuple[int, ...]],
+    dtype: torch.dtype,
+    state: dict[str, Tensor],
+) -> list[str]:
+    """Add one safetensors file's tensors to `state`; returns the keys it ignored."""
+    ignored = []
+    with safe_open(str(file), framework="pt", device="cpu") as f:
+        for key in f.keys():  # noqa: SIM118 (safe_open is not a Mapping)
+            name = family.our_name(key)
+            if name is None or name not in expected:
+                ignored.append(key)
+                continue
+            tensor = f.get_tensor(key)
+            if tuple(tensor.shape) != expected[name]:
+                raise ModelLoadError(
+                    f"{file.name}: tensor {key!r} has shape {tuple(tensor.shape)}, "
+                    f"expected {expected[name]} from config.json"
+                )
+            state[name] = tensor.to(dtype)
+    return ignored
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -203,7 +221,10 @@ def load_tokenizer(path: Path) -> Any:
         if not file.is_file():
             raise ModelLoadError(f"{path}: no usable tokenizer files ({e})") from e
         log.info("AutoTokenizer refused %s (%s); using tokenizer.json directly", path, e)
-        return PreTrainedTokenizerFast(tokenizer_file=str(file))
+        try:
+            return PreTrainedTokenizerFast(tokenizer_file=str(file))
+        except Exception as e2:  # the tokenizers library raises a bare Exception
+            raise ModelLoadError(f"{file}: not a readable tokenizer ({e2})") from e2
     finally:
         hf_logging.set_verbosity(verbosity)
 

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
+import math
 import statistics
 import weakref
 from collections.abc import Callable
@@ -41,6 +43,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .stop import CLOSERS, OPENERS, StopRule, indent_width
+
+log = logging.getLogger("infill_engine.planner")
 
 HoleKind = Literal[
     "line", "expression", "statement", "block_body", "function_body", "empty_body", "selection"
@@ -55,6 +59,7 @@ KINDS: tuple[str, ...] = (
     "selection",
 )
 TABLE = Path(__file__).with_name("assets") / "span_table.json"
+ROW_KEYS = ("ratio", "ratio_hi", "default", "default_hi")  # what the plan reads of a table row
 WINDOW = 20_000  # characters (bytes, for the grammar's bodies) around the cursor searched
 NEARBY_LINES = 12  # lines at the cursor's indentation that make the evidence
 SIBLINGS = 8  # bodies that make the evidence
@@ -502,9 +507,30 @@ def _spec(language_id: str) -> Any | None:
 
 
 @cache
-def _table() -> dict[str, dict[str, float]]:
+def _table(path: Path = TABLE) -> dict[str, dict[str, float]]:
+    """The calibrated table's kinds. A table that cannot be read, or an entry without the four
+    positive numbers, is logged once as a warning and FALLBACK sizes those kinds: a planner
+    that quietly ran on defaults would look calibrated while it is not."""
     try:
-        data = json.loads(TABLE.read_text())
-    except (OSError, ValueError):
+        data = json.loads(path.read_text())
+        kinds = data["kinds"]
+        if not isinstance(kinds, dict):
+            raise ValueError("'kinds' is not a map")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        log.warning("span table %s is unusable (%s); default sizes are used", path, e)
         return {}
-    return dict(data.get("kinds", {}))
+    table: dict[str, dict[str, float]] = {}
+    for kind, row in kinds.items():
+        values: list[Any] = [row.get(k) if isinstance(row, dict) else None for k in ROW_KEYS]
+        if all(_positive(v) for v in values):
+            table[str(kind)] = {k: float(v) for k, v in zip(ROW_KEYS, values, strict=True)}
+        else:
+            keys = "/".join(ROW_KEYS)
+            log.warning(
+                "span table %s: kind %r lacks positive %s; defaults size it", path, kind, keys
+            )
+    return table
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0

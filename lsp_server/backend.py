@@ -23,6 +23,7 @@ completions) and reconnection with backoff until the service is back.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -47,6 +48,8 @@ from .remote import (
     engine_token,
     load_remote_engine,
 )
+
+log = logging.getLogger("dllm-infill-ls.backend")
 
 State = Literal["idle", "loading", "ready", "failed"]
 CANCEL_POLL_S = 0.02  # how often a remote request checks its cancel flag while it waits
@@ -102,8 +105,13 @@ class Backend:
         t0 = time.perf_counter()
         try:
             engine = await asyncio.to_thread(self._load_now, options)
-        except (ModelLoadError, ValueError, RuntimeError, OSError) as e:
-            self.state, self.error, self.engine = "failed", str(e), None
+        except Exception as e:  # any failure, a corrupt file's own error type included
+            if isinstance(e, ModelLoadError):
+                self.error = str(e)  # says what is wrong with the directory
+            else:
+                self.error = f"{type(e).__name__}: {e}"
+                log.error("loading %s failed", options.model, exc_info=e)
+            self.state, self.engine = "failed", None
             return
         self.engine, self.state = engine, "ready"
         self.log(
@@ -169,7 +177,9 @@ class Backend:
             names = [model, self.options.model]
             try:
                 engine = await asyncio.to_thread(load_remote_engine, names, str(client.address))
-            except (ModelLoadError, ValueError, OSError) as e:
+            except Exception as e:  # a corrupt tokenizer file raises its own error type
+                if not isinstance(e, ModelLoadError):
+                    log.error("loading the tokenizer of %s failed", model, exc_info=e)
                 if client is self.remote:
                     client.close()  # retrying cannot help: the settings must change
                     self.state, self.error, self.engine = "failed", str(e), None

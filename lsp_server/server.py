@@ -282,8 +282,9 @@ def build_server() -> DllmServer:
                 texts = await ls.completer.complete(ask, ls.options)
             except NotReady:
                 return empty
-        except (ValueError, RuntimeError) as e:
-            ls.log(f"inline completion failed: {e}", lsp.MessageType.Error)
+        except Exception as e:  # the editor gets no items, the log the whole story
+            log.error("inline completion failed", exc_info=e)
+            ls.log(f"inline completion failed: {type(e).__name__}: {e}", lsp.MessageType.Error)
             return empty
         # Each item replaces the rest of the cursor's line with the fill followed by that rest:
         # the same document as an insertion, in the shape editors render mid-line (VS Code
@@ -331,6 +332,12 @@ def build_server() -> DllmServer:
         except (CommandError, NotReady, ValueError) as e:
             ls.tell(f"{title}: {e}")
             return {"applied": False, "message": str(e)}
+        except JsonRpcException:
+            raise  # the client's own mistake (bad arguments): its error response
+        except Exception as e:  # a failure of ours or the model's: logged whole, user told
+            log.error("%s failed", title, exc_info=e)
+            ls.tell(f"{title} failed: {type(e).__name__}: {e}", lsp.MessageType.Error)
+            return {"applied": False, "message": f"{type(e).__name__}: {e}"}
         finally:
             if token is not None:
                 ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd())

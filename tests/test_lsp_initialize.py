@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,26 @@ async def test_a_bad_model_dir_is_a_message_and_the_server_keeps_serving(
     open_doc(client, "file:///x.py", "x = 1\n")
     items = await inline(client, "file:///x.py", 0, 4)
     assert items == []
+
+
+@pytest.mark.parametrize(
+    ("name", "garbage"),
+    [
+        ("model.safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{not json"),
+        ("tokenizer.json", b'{"version": 1, garbage'),
+    ],
+)
+async def test_a_corrupt_model_file_fails_the_load_and_the_user_is_told(
+    client: LanguageClient, dream_dir: Path, tmp_path: Path, name: str, garbage: bytes
+) -> None:
+    # Each library raises its own error type for a corrupt file; the load once stayed
+    # "loading" for ever on them, and the user heard nothing.
+    model = tmp_path / "model"
+    shutil.copytree(dream_dir, model)
+    (model / name).write_bytes(garbage)
+    await start(client, settings={"model": str(model), "device": "cpu"})
+    s = await status(client)
+    assert s["state"] == "failed" and name in s["error"], s
+    await wait_for(lambda: any(name in m.message for m in client.messages))
+    reports = [v for values in client.progress_reports.values() for v in values]
+    assert reports and reports[-1].message == "model failed to load"
