@@ -230,7 +230,7 @@ def test_a_client_that_dies_mid_request_has_its_work_cancelled(
 def test_refine_edits_as_in_process_and_can_be_cancelled(
     engine: Engine, unix_service: tuple[str, Service]
 ) -> None:
-    address, _ = unix_service
+    address, service = unix_service
     text = "a +  b"
     want = engine.refine(PREFIX, text, SUFFIX, 0.5, InfillParams(span=1))
     with ServiceClient(address) as c:
@@ -247,10 +247,13 @@ def test_refine_edits_as_in_process_and_can_be_cancelled(
         long = "x = 1\n" * 60  # every token remasked, one per pass: hundreds of passes
         rid = c.request("refine", prefix=PREFIX, text=long, suffix=SUFFIX, fraction=1.0,
                         params={"span": 1, "threshold": 1.5})  # fmt: skip
-        time.sleep(0.1)  # it runs (or is about to): either way it stops at its next pass
+        # a row of the running batch now, like a completion: cancelled at its next step
+        wait_until(lambda: service.scheduler.stats()["running"] == 1)
         c.cancel(rid)
         reply = c.reply(rid)
         assert reply["error"]["code"] == "cancelled", reply
+        assert "after" in reply["error"]["message"]  # it had started: cancelled mid-loop
+        wait_until(lambda: service.scheduler.stats()["running"] == 0)
         assert c.call("health")["result"]["status"] == "ok"
 
 
