@@ -11,9 +11,10 @@ import os
 
 import torch
 
-from .engine import Engine, InfillRequest
+from .engine import Engine
 from .loader import ModelLoadError, load_model_dir
 from .params import InfillParams, InfillResult
+from .request import InfillRequest
 
 __all__ = [
     "Engine",

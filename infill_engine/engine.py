@@ -10,81 +10,25 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from .models import DiffusionTransformer
 from .params import DEFAULT_THRESHOLD, InfillParams, InfillResult
+from .request import (
+    DEFAULT_PARAMS,
+    InfillRequest,
+    RequestLike,
+    SpanPlanLike,
+    auto_span,
+    fit_context,
+)
 from .runner import Batch, BlockRunner, Observer, Row, RowRequest
+from .scheduler import Cancelled, Scheduler
 from .stop import StopRule
 from .watchdog import Watchdog
-
-if TYPE_CHECKING:
-    from .scheduler import Scheduler
-
-DEFAULT_PARAMS = InfillParams()
-
-
-@dataclass(frozen=True)
-class InfillRequest:
-    """One hole, encoded once: what the block loop runs. `Engine.request` builds it from text
-    and a span plan; token-level callers (bench, evaluation) build it from ids directly."""
-
-    prefix_ids: tuple[int, ...]
-    suffix_ids: tuple[int, ...]
-    span: int  # the masks placed at the start
-    params: InfillParams = DEFAULT_PARAMS
-    cancel: threading.Event | None = None
-    # The construct the span fills, from the plan: the span stops at its end ("syntax") and, while
-    # it is still open, a full span grows by a block at a time up to max_span.
-    stop: StopRule | None = None
-    max_span: int = 0  # the most masks the span may reach by growth or expand (0: span)
-    # The span's first content, `span` ids with the mask where the model predicts (a refine
-    # keeps the user's tokens and remasks a few); None: every position a mask.
-    fill: tuple[int, ...] | None = None
-
-
-class SpanPlanLike(Protocol):
-    """What the engine reads from a span plan (planner.SpanPlan)."""
-
-    @property
-    def span(self) -> int: ...
-    @property
-    def max_span(self) -> int: ...
-    @property
-    def stop(self) -> StopRule: ...
-
-
-RequestLike = InfillRequest | tuple[str, str] | tuple[str, str, InfillParams | None]
-
-
-def auto_span(prefix: str, suffix: str, max_span: int) -> int:
-    """A line/indent heuristic for span="auto" when no syntax planner is given.
-
-    Text after the cursor on the same line means the hole most likely finishes that line; a
-    cursor at the end of a line opening a block (":" or an open bracket) is a body; otherwise a
-    statement or two. The span is only a budget: the model ends it early with end tokens.
-    """
-    rest_of_line = suffix.split("\n", 1)[0]
-    line = prefix.rsplit("\n", 1)[-1]
-    if rest_of_line.strip():
-        want = 16
-    elif line.rstrip().endswith((":", "(", "[", "{")):
-        want = 64
-    else:
-        want = 32
-    return min(want, max_span)
-
-
-def fit_context(prefix: list[int], suffix: list[int], room: int) -> tuple[list[int], list[int]]:
-    """Trim the far ends (prefix start, suffix end) so prefix + suffix fit in `room` tokens."""
-    if len(prefix) + len(suffix) <= room:
-        return prefix, suffix
-    keep_suffix = min(len(suffix), max(room // 4, room - len(prefix)))
-    keep_prefix = room - keep_suffix
-    return (prefix[len(prefix) - keep_prefix :] if keep_prefix else []), suffix[:keep_suffix]
 
 
 class Engine:
@@ -165,8 +109,6 @@ class Engine:
         reqs = [self._as_request(r) for r in requests]
         if observer is not None or not reqs:
             return self.run(reqs, observer=observer)
-        from .scheduler import Cancelled  # the scheduler builds on this module
-
         tickets = [self.scheduler().submit_request(r, priority="invoked") for r in reqs]
         out = []
         for ticket in tickets:
@@ -181,8 +123,6 @@ class Engine:
         requests join and leave between steps, in priority order."""
         with self._scheduler_lock:
             if self._scheduler is None:
-                from .scheduler import Scheduler
-
                 self._scheduler = Scheduler(self)
             return self._scheduler
 
@@ -303,8 +243,6 @@ class Engine:
         for i in worst:
             fill[i] = self.mask_id
         request = replace(request, fill=tuple(fill))
-        from .scheduler import Cancelled  # the scheduler builds on this module
-
         ticket = (scheduler or self.scheduler()).submit_request(request, priority="command")
         try:
             result = ticket.result()

@@ -28,8 +28,8 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from .engine import InfillRequest, SpanPlanLike
 from .params import InfillParams, InfillResult
+from .request import InfillRequest, SpanPlanLike
 
 log = logging.getLogger("infill_engine.scheduler")
 

@@ -40,7 +40,9 @@ class Joins:
             self.command.set()
 
 
-def start_refine(engine: Engine, scheduler: Scheduler, cancel: threading.Event) -> list[object]:
+def start_refine(
+    engine: Engine, scheduler: Scheduler, cancel: threading.Event
+) -> tuple[threading.Thread, list[object]]:
     out: list[object] = []
 
     def work() -> None:
@@ -51,15 +53,16 @@ def start_refine(engine: Engine, scheduler: Scheduler, cancel: threading.Event) 
         except Exception as e:  # reported by the test, not lost on the thread
             out.append(e)
 
-    threading.Thread(target=work, daemon=True).start()
-    return out
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread, out
 
 
 def test_completions_finish_while_a_long_refine_runs(engine: Engine) -> None:
     joins = Joins()
     with Scheduler(engine, max_batch=8, on_join=joins) as scheduler:
         cancel = threading.Event()
-        out = start_refine(engine, scheduler, cancel)
+        thread, out = start_refine(engine, scheduler, cancel)
         assert joins.command.wait(60), "the refine never joined the batch"
         (refine,) = [t for t in joins.tickets if t.priority == PRIORITIES["command"]]
         for _ in range(3):  # each completion runs to its end while the refine is still a row
@@ -70,6 +73,7 @@ def test_completions_finish_while_a_long_refine_runs(engine: Engine) -> None:
         cancel.set()
         result = refine.result(60)
         assert result.stop_reason == "cancelled" and result.nfe < len(engine.encode(LONG))
+        thread.join(60)  # the refine's caller sees it end too
     (r,) = out
     assert isinstance(r, RefineResult) and r.stop_reason == "cancelled"
 

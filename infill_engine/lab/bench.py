@@ -26,10 +26,11 @@ import torch
 from tqdm import tqdm
 
 from .. import load
-from ..engine import Engine, InfillRequest
+from ..engine import Engine
 from ..models import DiffusionTransformer, ModelArgs
 from ..models.shapes import SHAPES, parameter_count, shape_args
 from ..params import InfillParams
+from ..request import InfillRequest
 from . import pass_timing
 
 BASELINE = ("fixed", "none")

@@ -1,0 +1,74 @@
+"""A hole as the block loop runs it: `InfillRequest` (ids encoded once, the span, the stop rule
+from the plan), the span-plan protocol the engine reads, and the two request-building policies
+that have no model in them: the span heuristic without a planner, and the context trim."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+from .params import InfillParams
+from .stop import StopRule
+
+DEFAULT_PARAMS = InfillParams()
+
+
+@dataclass(frozen=True)
+class InfillRequest:
+    """One hole, encoded once: what the block loop runs. `Engine.request` builds it from text
+    and a span plan; token-level callers (bench, evaluation) build it from ids directly."""
+
+    prefix_ids: tuple[int, ...]
+    suffix_ids: tuple[int, ...]
+    span: int  # the masks placed at the start
+    params: InfillParams = DEFAULT_PARAMS
+    cancel: threading.Event | None = None
+    # The construct the span fills, from the plan: the span stops at its end ("syntax") and, while
+    # it is still open, a full span grows by a block at a time up to max_span.
+    stop: StopRule | None = None
+    max_span: int = 0  # the most masks the span may reach by growth or expand (0: span)
+    # The span's first content, `span` ids with the mask where the model predicts (a refine
+    # keeps the user's tokens and remasks a few); None: every position a mask.
+    fill: tuple[int, ...] | None = None
+
+
+class SpanPlanLike(Protocol):
+    """What the engine reads from a span plan (planner.SpanPlan)."""
+
+    @property
+    def span(self) -> int: ...
+    @property
+    def max_span(self) -> int: ...
+    @property
+    def stop(self) -> StopRule: ...
+
+
+RequestLike = InfillRequest | tuple[str, str] | tuple[str, str, InfillParams | None]
+
+
+def auto_span(prefix: str, suffix: str, max_span: int) -> int:
+    """A line/indent heuristic for span="auto" when no syntax planner is given.
+
+    Text after the cursor on the same line means the hole most likely finishes that line; a
+    cursor at the end of a line opening a block (":" or an open bracket) is a body; otherwise a
+    statement or two. The span is only a budget: the model ends it early with end tokens.
+    """
+    rest_of_line = suffix.split("\n", 1)[0]
+    line = prefix.rsplit("\n", 1)[-1]
+    if rest_of_line.strip():
+        want = 16
+    elif line.rstrip().endswith((":", "(", "[", "{")):
+        want = 64
+    else:
+        want = 32
+    return min(want, max_span)
+
+
+def fit_context(prefix: list[int], suffix: list[int], room: int) -> tuple[list[int], list[int]]:
+    """Trim the far ends (prefix start, suffix end) so prefix + suffix fit in `room` tokens."""
+    if len(prefix) + len(suffix) <= room:
+        return prefix, suffix
+    keep_suffix = min(len(suffix), max(room // 4, room - len(prefix)))
+    keep_prefix = room - keep_suffix
+    return (prefix[len(prefix) - keep_prefix :] if keep_prefix else []), suffix[:keep_suffix]
