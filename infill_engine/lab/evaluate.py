@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import gzip
 import json
 import os
 import random
@@ -37,24 +36,14 @@ from typing import Any
 import torch
 
 from .corpus import SourceFile, split_corpus
+from .humaneval import DEFAULT_DATA, HUMANEVAL, PassStats, read_humaneval
 from .sandbox import run_sandboxed
+from .span_eval import evaluate_task, format_task
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-HUMANEVAL = "benchmarks/humaneval-infilling/HumanEval-SingleLineInfilling.jsonl.gz"
-DEFAULT_DATA = REPO_ROOT.parent / "shared" / HUMANEVAL
 MASK_RATIOS = (0.15, 0.5, 0.9)
 
 
 # -- data -------------------------------------------------------------------------------------
-def read_humaneval(path: Path, limit: int | None) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    if limit is not None and limit < len(rows):
-        stride = len(rows) / limit  # spread the subset over all 164 problems
-        rows = [rows[int(i * stride)] for i in range(limit)]
-    return rows
-
-
 def heldout_texts(heldout_percent: int = 3) -> list[str]:
     _, held = split_corpus(heldout_percent=heldout_percent)
     return [f.text for f in held]
@@ -136,30 +125,6 @@ class EvalConfig:
                 raise ValueError(f"{f} must be >= 0, got {getattr(self, f)}")
         if self.threshold is not None and not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
-
-
-@dataclass
-class PassStats:
-    passed: int = 0
-    total: int = 0
-    tokens: int = 0
-    forwards: int = 0
-    ms: float = 0.0
-
-    @property
-    def rate(self) -> float:
-        return self.passed / self.total if self.total else 0.0
-
-    @property
-    def tokens_per_forward(self) -> float:
-        return self.tokens / self.forwards if self.forwards else 0.0
-
-    def add(self, ok: bool, res: Any) -> None:
-        self.passed += ok
-        self.total += 1
-        self.tokens += res.tokens
-        self.forwards += res.nfe_full + res.nfe_block
-        self.ms += res.elapsed_ms
 
 
 def sample_windows(engine: Any, texts: Sequence[str], n: int, seq_len: int, seed: int) -> Any:
@@ -348,8 +313,6 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
 
 
 def _span_task(engine: Any, cfg: EvalConfig, t0: float) -> dict[str, Any]:
-    from .span_eval import evaluate_task
-
     data = cfg.data if cfg.data is not None else DEFAULT_DATA
     report = evaluate_task(
         engine,
@@ -471,8 +434,6 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         print(json.dumps(report, indent=2))
     elif a.task:
-        from .span_eval import format_task
-
         print(format_task(report))
     else:
         print(format_table(report))

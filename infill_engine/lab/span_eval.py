@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from .. import planner
 from ..params import InfillParams, InfillResult
-from .evaluate import PassStats, read_humaneval
+from .humaneval import PassStats, read_humaneval
 from .sandbox import run_sandboxed
 
 TASK_FILES = {

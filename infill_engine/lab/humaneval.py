@@ -1,0 +1,47 @@
+"""HumanEval-Infilling as this project reads it: the data file, its rows, and the pass tally
+that every evaluation of it keeps (evaluate.py, span_eval.py)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HUMANEVAL = "benchmarks/humaneval-infilling/HumanEval-SingleLineInfilling.jsonl.gz"
+DEFAULT_DATA = REPO_ROOT.parent / "shared" / HUMANEVAL
+
+
+def read_humaneval(path: Path, limit: int | None) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    if limit is not None and limit < len(rows):
+        stride = len(rows) / limit  # spread the subset over all 164 problems
+        rows = [rows[int(i * stride)] for i in range(limit)]
+    return rows
+
+
+@dataclass
+class PassStats:
+    passed: int = 0
+    total: int = 0
+    tokens: int = 0
+    forwards: int = 0
+    ms: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+    @property
+    def tokens_per_forward(self) -> float:
+        return self.tokens / self.forwards if self.forwards else 0.0
+
+    def add(self, ok: bool, res: Any) -> None:
+        self.passed += ok
+        self.total += 1
+        self.tokens += res.tokens
+        self.forwards += res.nfe_full + res.nfe_block
+        self.ms += res.elapsed_ms
