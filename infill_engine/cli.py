@@ -89,7 +89,7 @@ def serve(argv: list[str]) -> int:
     import signal
 
     from . import load
-    from .scheduler import Scheduler
+    from .scheduler import MAX_BATCH, MAX_QUEUE
     from .service import (
         TOKEN_ENV,
         Address,
@@ -116,8 +116,8 @@ def serve(argv: list[str]) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--qwen2-diffusion", action="store_true")
-    ap.add_argument("--max-batch", type=int, default=8, help="requests decoded together")
-    ap.add_argument("--max-queue", type=int, default=64, help="requests waiting, at most")
+    ap.add_argument("--max-batch", type=int, default=MAX_BATCH, help="requests decoded together")
+    ap.add_argument("--max-queue", type=int, default=MAX_QUEUE, help="requests waiting, at most")
     ap.add_argument("--log-level", default="INFO")
     a = ap.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="dllm-infill serve: %(message)s")
@@ -131,7 +131,7 @@ def serve(argv: list[str]) -> int:
     except (ServeError, OSError, ValueError) as e:
         print(f"dllm-infill serve: {e}", file=sys.stderr)
         return 2
-    scheduler = Scheduler(engine, max_queue=a.max_queue, max_batch=a.max_batch)
+    scheduler = engine.scheduler(max_queue=a.max_queue, max_batch=a.max_batch)
     service = Service(scheduler, str(a.model), token)
 
     def ready(bound: Address) -> None:

@@ -26,7 +26,7 @@ from .request import (
     fit_context,
 )
 from .runner import Batch, BlockRunner, Observer, Row, RowRequest
-from .scheduler import Cancelled, Scheduler
+from .scheduler import MAX_BATCH, MAX_QUEUE, Cancelled, Scheduler
 from .stop import StopRule
 from .watchdog import Watchdog
 
@@ -118,13 +118,21 @@ class Engine:
                 out.append(InfillResult("", 0, 0, 0, 0.0, "cancelled"))
         return out
 
-    def scheduler(self) -> Scheduler:
-        """The scheduler in front of this engine (created on first use): one running batch that
-        requests join and leave between steps, in priority order."""
+    def scheduler(self, max_queue: int | None = None, max_batch: int | None = None) -> Scheduler:
+        """The scheduler in front of this engine: one running batch that requests join and
+        leave between steps, in priority order. It is created on first use, with the sizes
+        given (the scheduler's defaults otherwise); asking later for other sizes is an error,
+        since every caller shares the one batch."""
         with self._scheduler_lock:
             if self._scheduler is None:
-                self._scheduler = Scheduler(self)
-            return self._scheduler
+                self._scheduler = Scheduler(self, max_queue or MAX_QUEUE, max_batch or MAX_BATCH)
+            s = self._scheduler
+            if max_queue not in (None, s.max_queue) or max_batch not in (None, s.max_batch):
+                raise ValueError(
+                    f"this engine's scheduler already runs with max_queue={s.max_queue}, "
+                    f"max_batch={s.max_batch}"
+                )
+            return s
 
     def close(self) -> None:
         """Stop the scheduler, if one started: queued requests fail, running ones stop."""

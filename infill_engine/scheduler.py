@@ -37,6 +37,8 @@ Priority = Literal["invoked", "automatic", "command"]
 # lower runs first: a completion the user asked for, then as-you-type ghost text, then commands
 # (a request that waits rises a level every `Scheduler.age_s`)
 PRIORITIES: dict[str, int] = {"invoked": 0, "automatic": 1, "command": 2}
+MAX_QUEUE = 64  # requests waiting, at most: past it a request is refused (`Busy`)
+MAX_BATCH = 8  # rows decoded together in one step
 
 TicketState = Literal["queued", "running", "done"]
 
@@ -158,8 +160,8 @@ class Scheduler:
     def __init__(
         self,
         engine: EngineLike,
-        max_queue: int = 64,
-        max_batch: int = 8,
+        max_queue: int = MAX_QUEUE,
+        max_batch: int = MAX_BATCH,
         start: bool = True,
         on_join: Callable[[list[Ticket]], None] | None = None,
         age_s: float = 2.0,
