@@ -42,7 +42,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from .stop import CLOSERS, OPENERS, StopRule, indent_width
+from . import lexer
+from .lexer import CLOSERS
+from .stop import StopRule, indent_width
 
 log = logging.getLogger("infill_engine.planner")
 
@@ -208,8 +210,8 @@ def _classify(
     line_rule = StopRule("line", comment=comment)
     # A statement may open a block (Python's `:`; braces are counted as brackets anyway).
     statement_rule = StopRule("line", comment=comment, opener="" if braces else ":", statement=True)
-    open_on_line = _depth(before, comment) > 0
-    code = _code(before, comment).rstrip()
+    open_on_line = lexer.depth(before, comment) > 0
+    code = lexer.strip_comment(before, comment).rstrip()
     opener = "{" if braces else ":"
     if after.strip() and not before:
         # At the start of a line of code: a statement inserted before it, ending in a newline.
@@ -221,7 +223,7 @@ def _classify(
             return "expression", StopRule("expression", comment=comment)
         return "line", line_rule
     if code:
-        if code.endswith(opener) and _depth(code[:-1], comment) <= 0:
+        if code.endswith(opener) and lexer.depth(code[:-1], comment) <= 0:
             kind = _body_kind(doc, code, braces)
             return kind, _block_rule(before, braces, comment)
         return "line", line_rule
@@ -229,7 +231,7 @@ def _classify(
     prev = _prev_code_line(text, offset - len(before), comment)
     cursor_indent = indent_width(before)
     nxt = _next_code_line(text, offset + len(after), comment)
-    if prev is not None and _code(prev, comment).rstrip().endswith(opener):
+    if prev is not None and lexer.strip_comment(prev, comment).rstrip().endswith(opener):
         header_indent = indent_width(prev)
         next_closes = nxt is None or (
             indent_width(nxt) <= header_indent
@@ -237,7 +239,7 @@ def _classify(
             else nxt.strip().startswith("}") and indent_width(nxt) <= header_indent
         )
         if next_closes or _placeholder(nxt, braces):
-            kind = _body_kind(doc, _code(prev, comment).rstrip(), braces)
+            kind = _body_kind(doc, lexer.strip_comment(prev, comment).rstrip(), braces)
             if nxt is not None and _placeholder(nxt, braces):
                 kind = "empty_body"
             body_indent = max(cursor_indent, header_indent + 1)
@@ -285,48 +287,12 @@ def _placeholder(line: str | None, braces: bool) -> bool:
     return s in ("pass", "...") if not braces else False
 
 
-def _depth(s: str, comment: str) -> int:
-    depth, quote = 0, ""
-    i = 0
-    while i < len(s):
-        c = s[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = ""
-        elif c in "\"'`":
-            quote = c
-        elif comment and s.startswith(comment, i):
-            break
-        elif c in OPENERS:
-            depth += 1
-        elif c in CLOSERS:
-            depth -= 1
-        i += 1
-    return depth
-
-
-def _code(line: str, comment: str) -> str:
-    """The line without a trailing comment (outside strings)."""
-    quote = ""
-    for i, c in enumerate(line):
-        if quote:
-            if c == quote:
-                quote = ""
-        elif c in "\"'`":
-            quote = c
-        elif comment and line.startswith(comment, i):
-            return line[:i]
-    return line
-
-
 def _prev_code_line(text: str, line_start: int, comment: str) -> str | None:
     pos = line_start - 1
     while pos > 0:
         s = text.rfind("\n", 0, pos) + 1
         line = text[s:pos]
-        if _code(line, comment).strip():
+        if lexer.strip_comment(line, comment).strip():
             return line
         pos = s - 1
     return None
@@ -338,7 +304,7 @@ def _next_code_line(text: str, line_end: int, comment: str) -> str | None:
         e = text.find("\n", pos)
         e = len(text) if e < 0 else e
         line = text[pos:e]
-        if _code(line, comment).strip():
+        if lexer.strip_comment(line, comment).strip():
             return line
         pos = e + 1
     return None

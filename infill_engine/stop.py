@@ -9,8 +9,8 @@ The engine applies the rule to the committed
 head of the span after every step (runner.py): once the construct has ended, the span is done
 ("syntax" stop), and while it is still open a full span may grow.
 
-Brackets are counted outside string literals and comments, line by line: a rule that reads
-`print(")")` as a closing bracket would cut the line short.
+Brackets are counted outside string literals and comments (lexer.py, shared with the planner):
+a rule that reads `print(")")` as a closing bracket would cut the line short.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from . import lexer
+from .lexer import CLOSERS, OPENERS
+
 StopKind = Literal["line", "expression", "indent", "brace", "none"]
 STOP_KINDS: tuple[str, ...] = get_args(StopKind)
-OPENERS, CLOSERS = "([{", ")]}"
 MAX_INDENT = 4096  # columns: deeper than any real code
 MAX_MARK = 8  # characters of a comment or opener mark
 
@@ -84,7 +86,8 @@ class StopRule:
         if end is None:
             return None
         line_start = text.rfind("\n", 0, end) + 1
-        if self.opener and _code(text[line_start:end], self.comment).endswith(self.opener):
+        code = lexer.strip_comment(text[line_start:end], self.comment).rstrip()
+        if self.opener and code.endswith(self.opener):
             block = _dedent(text[line_start:], indent_width(text[line_start:end]) + 1)
             if block is None:
                 return None  # the block is still being written
@@ -92,40 +95,17 @@ class StopRule:
         return end + 1 if self.newline else end
 
 
-def _code(line: str, comment: str) -> str:
-    """A line without its trailing comment and whitespace (a comment inside a string is rare
-    enough at a block opener to ignore)."""
-    at = line.find(comment) if comment else -1
-    return (line if at < 0 else line[:at]).rstrip()
-
-
 def _scan(text: str, kind: StopKind, comment: str) -> int | None:
-    depth, quote, i = 0, "", 0
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote or c == "\n":
-                quote = ""
-        elif c in "\"'`":
-            quote = c
-        elif comment and text.startswith(comment, i):
-            nl = text.find("\n", i)
-            if nl < 0:
-                return None
-            i = nl  # > i: a comment mark has no newline in it
-            continue
-        elif c in OPENERS:
+    depth = 0
+    for i, c in lexer.code(text, comment):
+        if c in OPENERS:
             depth += 1
         elif c in CLOSERS:
             depth -= 1
             if depth < 0 and kind in ("expression", "brace"):
                 return len(text[:i].rstrip()) if kind == "brace" else i
-        if c == "\n" and depth <= 0 and kind == "line":
+        elif c == "\n" and depth <= 0 and kind == "line":
             return i
-        i += 1
     return None
 
 

@@ -1,0 +1,78 @@
+"""Where code is, in a text: outside string literals and line comments. The one lexer that the
+span planner (where a hole sits) and the stop rules (where a construct ends) both read brackets
+and comments with, so the two can never disagree on what is code.
+
+It is deliberately small and language-agnostic, a lexer of lines: a string opens at `"`, `'` or
+`` ` `` and closes at the same quote or at the end of its line (a triple-quoted or raw string
+spanning lines is read as code after its first line, rare at a cursor); inside a string a
+backslash escapes the next character; a line comment, given by its mark (`#`, `//`, or "" for a
+language without one), runs to the end of its line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+QUOTES = "\"'`"
+OPENERS, CLOSERS = "([{", ")]}"
+
+
+def code(text: str, comment: str) -> Iterator[tuple[int, str]]:
+    """Each character of text that is code, with its offset. Newlines are yielded (they end
+    strings and comments alike), except one escaped inside a string: it continues the string."""
+    return ((i, c) for i, c in _lex(text, comment) if c)
+
+
+def comment_start(line: str, comment: str) -> int | None:
+    """The offset of the line comment in a line (outside strings), or None."""
+    for i, c in _lex(line, comment):
+        if not c:
+            return i
+        if c == "\n":
+            break
+    return None
+
+
+def strip_comment(line: str, comment: str) -> str:
+    """The line without its trailing comment."""
+    at = comment_start(line, comment)
+    return line if at is None else line[:at]
+
+
+def depth(text: str, comment: str) -> int:
+    """Brackets opened and not closed in the code of text (negative: more closed)."""
+    d = 0
+    for _, c in code(text, comment):
+        if c in OPENERS:
+            d += 1
+        elif c in CLOSERS:
+            d -= 1
+    return d
+
+
+def _lex(text: str, comment: str) -> Iterator[tuple[int, str]]:
+    """The code characters of text as (offset, character), and each comment's start as
+    (offset, "")."""
+    quote, i, n = "", 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            quote = ""
+            yield i, c
+        elif quote:
+            if c == "\\":
+                i += 1  # the escaped character is part of the string, a newline included
+            elif c == quote:
+                quote = ""
+        elif c in QUOTES:
+            quote = c
+        elif comment and text.startswith(comment, i):
+            yield i, ""
+            nl = text.find("\n", i)
+            if nl < 0:
+                return
+            i = nl  # > i: a comment mark holds no newline (StopRule checks it)
+            continue
+        else:
+            yield i, c
+        i += 1
