@@ -18,6 +18,7 @@ import os
 import sys
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
+from typing import Protocol as Interface
 
 from cattrs.errors import BaseValidationError
 from cattrs.v import transform_error
@@ -35,11 +36,10 @@ from pygls.protocol import JsonRPCProtocol, LanguageServerProtocol, lsp_method
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
 from . import positions
+from .documents import Documents
 
 if TYPE_CHECKING:
     from collections.abc import Generator
-
-    from .server import DllmServer
 
 log = logging.getLogger("dllm-infill-ls")
 CLIENT_ERRORS = {-32700, -32602, -32601, -32600, -32800, -32002}  # the client's, not ours
@@ -61,6 +61,23 @@ def _quick_exit(code: int) -> None:
     os._exit(code)
 
 
+class Session(Interface):
+    """What the protocol layer uses of the server's session state (server.DllmServer)."""
+
+    documents: Documents
+
+    def change_document(self, params: Any) -> None: ...
+    def stop_work(self) -> None: ...
+
+
+def _arguments_ok(params: Any) -> bool:
+    """executeCommand's `arguments` are an array, or absent: the converter would take a string
+    for the list of its characters (the command then ran on a document named "f") and an object
+    for the list of its keys."""
+    args = params.get("arguments") if isinstance(params, dict) else None
+    return args is None or isinstance(args, list)
+
+
 class RawMessage(dict[str, Any]):
     """A JSON-RPC message as received: a dict, with `jsonrpc` readable as readers expect."""
 
@@ -73,7 +90,7 @@ class Protocol(LanguageServerProtocol):
     """Negotiates the position encoding (utf-8 when the client offers it, else utf-16), checks
     every message before pygls dispatches it, owns text sync, and exits promptly."""
 
-    _server: DllmServer
+    _server: Session  # type: ignore[assignment]
     _exiting = False  # after exit nothing more is written: the client has stopped reading
 
     def structure_message(self, data: dict[str, Any]) -> Any:
@@ -113,6 +130,10 @@ class Protocol(LanguageServerProtocol):
             return
         if self._workspace is None and method != lsp.INITIALIZE:
             self._reply_error(msg_id, JsonRpcServerNotInitialized("initialize first"))
+            return
+        if method == lsp.WORKSPACE_EXECUTE_COMMAND and not _arguments_ok(data.get("params")):
+            bad = JsonRpcInvalidParams("Invalid Params: arguments must be an array")
+            self._reply_error(msg_id, bad)
             return
         kind = self.get_message_type(method)
         if kind is None:  # ours (dllm/status) or unknown: params are optional and raw
