@@ -43,17 +43,16 @@ def _context(backend: Backend, text: str, start: int, end: int, plan: SpanPlan) 
 
 
 def _checked(edit: Edit, text: str, language_id: str) -> Edit:
-    """The edit, unless it adds a syntax error to the document: then the user is told why and
-    nothing is applied."""
-    after = text[: edit.start] + edit.text + text[edit.end :]
-    added = (syntax.error_count(after, language_id) or 0) - (
-        syntax.error_count(text, language_id) or 0
-    )
-    if added > 0:
-        raise CommandError(
-            f"not applied: the model's text would add {added} syntax error(s) to the document"
-        )
+    """The edit, unless it adds a syntax error to the document (syntax.Check): then the user is
+    told why and nothing is applied."""
+    if not syntax.Check(_around(text, edit.start, edit.end), language_id).clean(edit.text):
+        raise CommandError("not applied: the model's text would add a syntax error to the document")
     return edit
+
+
+def _around(text: str, start: int, end: int) -> syntax.Around:
+    """The document around the range [start, end) that an edit replaces."""
+    return syntax.Around(text[:start], text[end:], text[start:end])
 
 
 async def fill_function_body(
@@ -74,7 +73,14 @@ async def fill_function_body(
     prefix, suffix = _context(backend, text, hole.start, hole.end, body_plan)
     p = infill_params(opts.decode, opts.decode.span or body_plan.span, 4)
     r = await backend.infill(prefix, suffix, p, threading.Event(), body_plan, priority="command")
-    body = finish(r.text, prefix, suffix, language_id, block_indent=hole.indent)
+    body = finish(
+        r.text,
+        prefix,
+        suffix,
+        language_id,
+        block_indent=hole.indent,
+        document=_around(text, hole.start, hole.end),
+    )
     if body is None:
         raise CommandError(f"the model wrote nothing usable for {hole.name}()")
     at_line_start = hole.start == hole.end or text[hole.start : hole.end].endswith("\n")
@@ -114,7 +120,9 @@ async def regenerate_selection(
             what += f" (without the instruction: no comment syntax is known for {language_id})"
     p = infill_params(opts.decode, opts.decode.span or plan.span, 2)
     r = await backend.infill(prefix, suffix, p, threading.Event(), plan, priority="command")
-    new = finish(r.text, prefix, suffix, language_id, block_indent="")
+    new = finish(
+        r.text, prefix, suffix, language_id, block_indent="", document=_around(text, start, end)
+    )
     if new is None:
         raise CommandError("the model wrote nothing usable for the selection")
     return _checked(Edit(start, end, new, what), text, language_id)

@@ -23,6 +23,7 @@ from .context import build_context
 from .debounce import AdaptiveDebounce
 from .finish import finish
 from .options import Options, infill_params, span_plan
+from .syntax import Around
 from .typeahead import TypeaheadCache
 
 
@@ -106,11 +107,13 @@ class Completer:
             if self._inflight.get(ask.uri) is cancel:
                 del self._inflight[ask.uri]
         self.debounce.record_latency(max(r.elapsed_ms for r in results))
+        # The syntax check reads the whole document, not the model's trimmed window.
+        document = Around(ask.text[: ask.offset], ask.text[ask.offset :])
         out: list[str] = []
         for r in results:
             if r.stop_reason == "cancelled":
                 return []
-            text = finish(r.text, ctx.prefix, ctx.suffix, ask.language_id)
+            text = finish(r.text, ctx.prefix, ctx.suffix, ask.language_id, document=document)
             if text and text not in out:
                 out.append(text)
         return out
