@@ -162,12 +162,18 @@ class Engine:
         params: Sequence[InfillParams],
         plan: SpanPlanLike | None = None,
         cancel: threading.Event | None = None,
+        ids: tuple[Sequence[int], Sequence[int]] | None = None,
     ) -> list[InfillRequest]:
-        """Encode a hole once, for one request per params (say, several span lengths).
+        """Encode a hole once, for one request per params (say, several span lengths); `ids`
+        are prefix and suffix already encoded by the caller (the language server's context),
+        and then nothing is encoded here.
 
         The span is the params' int, else the plan's, else the line/indent heuristic; the plan
         also brings the construct's stop rule and the most the span may grow to."""
-        prefix_ids, suffix_ids = tuple(self.encode(prefix)), tuple(self.encode(suffix))
+        if ids is None:
+            prefix_ids, suffix_ids = tuple(self.encode(prefix)), tuple(self.encode(suffix))
+        else:
+            prefix_ids, suffix_ids = tuple(ids[0]), tuple(ids[1])
         out = []
         for p in params:
             if isinstance(p.span, int):

@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 from . import lexer
 from .lexer import CLOSERS
+from .request import budgets
 from .stop import StopRule, indent_width
 
 log = logging.getLogger("infill_engine.planner")
@@ -145,18 +146,6 @@ def plan(
     longest = max(span, min(cap, round(high) + (0 if kind == "selection" else block_size // 4)))
     pre, suf = budgets(max_positions, span, prefix_tokens, suffix_tokens)
     return SpanPlan(kind, span, longest, stop, pre, suf, language_id, evidence)
-
-
-def budgets(
-    max_positions: int, span: int, prefix_tokens: int, suffix_tokens: int
-) -> tuple[int, int]:
-    """Context budgets within what the model can see beside the span, the suffix keeping at
-    least a quarter of the room (the engine's `fit_context` trims the same way)."""
-    room = max(0, max_positions - span)
-    if prefix_tokens + suffix_tokens <= room:
-        return prefix_tokens, suffix_tokens
-    suffix = min(suffix_tokens, max(room // 4, room - prefix_tokens))
-    return min(prefix_tokens, room - suffix), suffix
 
 
 # -- the document -----------------------------------------------------------------------------

@@ -65,10 +65,21 @@ def auto_span(prefix: str, suffix: str, max_span: int) -> int:
     return min(want, max_span)
 
 
+def budgets(
+    max_positions: int, span: int, prefix_tokens: int, suffix_tokens: int
+) -> tuple[int, int]:
+    """Context budgets within what the model can see beside the span: asked-for budgets that
+    do not fit shrink, the suffix keeping at least a quarter of the room. The one rule of how
+    context is cut: the planner sizes the editor's context with it, `fit_context` trims ids."""
+    room = max(0, max_positions - span)
+    if prefix_tokens + suffix_tokens <= room:
+        return prefix_tokens, suffix_tokens
+    suffix = min(suffix_tokens, max(room // 4, room - prefix_tokens))
+    return min(prefix_tokens, room - suffix), suffix
+
+
 def fit_context(prefix: list[int], suffix: list[int], room: int) -> tuple[list[int], list[int]]:
-    """Trim the far ends (prefix start, suffix end) so prefix + suffix fit in `room` tokens."""
-    if len(prefix) + len(suffix) <= room:
-        return prefix, suffix
-    keep_suffix = min(len(suffix), max(room // 4, room - len(prefix)))
-    keep_prefix = room - keep_suffix
-    return (prefix[len(prefix) - keep_prefix :] if keep_prefix else []), suffix[:keep_suffix]
+    """Trim the far ends (prefix start, suffix end) so prefix + suffix fit in `room` tokens. A
+    context cut to the planner's budgets already fits: nothing is trimmed twice."""
+    keep_prefix, keep_suffix = budgets(room, 0, len(prefix), len(suffix))
+    return prefix[len(prefix) - keep_prefix :], suffix[:keep_suffix]

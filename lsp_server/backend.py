@@ -26,7 +26,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -37,6 +37,7 @@ from infill_engine.planner import SpanPlan
 from infill_engine.scheduler import PRIORITIES, Cancelled, Priority, SchedulerError
 from infill_engine.service import Message, ServiceError
 
+from .context import Tokens
 from .options import EngineOptions
 from .remote import (
     Refused,
@@ -331,16 +332,20 @@ class Backend:
             out["reconnects"] = self.remote.reconnects if self.remote is not None else 0
         return out
 
-    def token_spans(self, text: str) -> list[tuple[int, int]]:
-        """Character spans of text's tokens under the model's tokenizer (one encode)."""
-        tok = self.ready_engine().tokenizer
+    def tokenize(self, text: str) -> Tokens:
+        """Text's ids and their character spans under the model's tokenizer: the one encode of
+        a request's context (context.py), whose ids go to the engine as they are."""
+        engine = self.ready_engine()
+        tok = engine.tokenizer
         if tok is None:
-            return [(i, i + 1) for i in range(len(text))]
+            raise NotReady("the model has no tokenizer")
         fast = getattr(tok, "backend_tokenizer", None)  # the Rust tokenizer: no wrapper cost
         if fast is not None:
-            return list(fast.encode(text, add_special_tokens=False).offsets)
-        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
-        return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
+            enc = fast.encode(text, add_special_tokens=False)
+            return Tokens(enc.ids, enc.offsets)
+        out = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        spans = [(int(a), int(b)) for a, b in out["offset_mapping"]]
+        return Tokens(list(out["input_ids"]), spans)
 
     # -- model calls ------------------------------------------------------------------------------
     def ready_engine(self) -> Engine | RemoteEngine:
@@ -357,8 +362,11 @@ class Backend:
         plan: SpanPlan | None = None,
         *,
         priority: Priority,
+        ids: tuple[Sequence[int], Sequence[int]] | None = None,
     ) -> InfillResult:
-        results = await self.infill_many(prefix, suffix, [params], cancel, plan, priority=priority)
+        results = await self.infill_many(
+            prefix, suffix, [params], cancel, plan, priority=priority, ids=ids
+        )
         return results[0]
 
     async def infill_many(
@@ -370,11 +378,13 @@ class Backend:
         plan: SpanPlan | None = None,
         *,
         priority: Priority,
+        ids: tuple[Sequence[int], Sequence[int]] | None = None,
     ) -> list[InfillResult]:
         """Several fills of one hole (say, several span lengths), encoded once and decoded as
         one batch. With an engine service: one request each, batched by the service.
         `priority` is the caller's to say (`invoked`, `automatic`, `command`): it is never
-        guessed from the request's shape."""
+        guessed from the request's shape. `ids`: prefix and suffix as the model's ids, when the
+        caller tokenized them already (context.py): the in-process engine then does not."""
         if priority not in PRIORITIES:
             raise ValueError(f"priority must be one of {list(PRIORITIES)}, got {priority!r}")
         engine = self.ready_engine()
@@ -388,7 +398,7 @@ class Backend:
                 raise Superseded
             # encoded off the event loop (a long document takes a few milliseconds)
             requests = await asyncio.to_thread(
-                engine.requests, prefix, suffix, params, plan, cancel
+                engine.requests, prefix, suffix, params, plan, cancel, ids
             )
             tickets = [scheduler.submit_request(r, priority=priority) for r in requests]
             # shielded: a cancelled handler must not cancel the tickets' futures, whose

@@ -14,7 +14,7 @@ from infill_engine.planner import SpanPlan
 
 from . import syntax
 from .backend import Backend
-from .context import build_context
+from .context import Context, build_context
 from .finish import finish
 from .options import Options, infill_params, span_plan
 
@@ -31,15 +31,10 @@ class Edit:
     what: str  # for the user: what was done
 
 
-def _context(backend: Backend, text: str, start: int, end: int, plan: SpanPlan) -> tuple[str, str]:
-    ctx = build_context(
-        text[:start] + text[end:],
-        start,
-        backend.token_spans,
-        plan.prefix_tokens,
-        plan.suffix_tokens,
+def _context(backend: Backend, text: str, start: int, end: int, plan: SpanPlan) -> Context:
+    return build_context(
+        text[:start] + text[end:], start, backend.tokenize, plan.prefix_tokens, plan.suffix_tokens
     )
-    return ctx.prefix, ctx.suffix
 
 
 def _checked(edit: Edit, text: str, language_id: str) -> Edit:
@@ -70,9 +65,12 @@ async def fill_function_body(
         hole.start + len(hole.indent),
         language_id,
     )
-    prefix, suffix = _context(backend, text, hole.start, hole.end, body_plan)
+    ctx = _context(backend, text, hole.start, hole.end, body_plan)
+    prefix, suffix = ctx.prefix, ctx.suffix
     p = infill_params(opts.decode, opts.decode.span or body_plan.span, 4)
-    r = await backend.infill(prefix, suffix, p, threading.Event(), body_plan, priority="command")
+    r = await backend.infill(
+        prefix, suffix, p, threading.Event(), body_plan, priority="command", ids=ctx.ids
+    )
     body = finish(
         r.text,
         prefix,
@@ -103,7 +101,8 @@ async def regenerate_selection(
     if end <= start or not text[start:end].strip():
         raise CommandError("select some code to regenerate")
     plan = span_plan(opts, backend.ready_engine(), text, start, language_id, end=end)
-    prefix, suffix = _context(backend, text, start, end, plan)
+    ctx = _context(backend, text, start, end, plan)
+    prefix, suffix = ctx.prefix, ctx.suffix  # text, not ids: the instruction may join the prefix
     line_start = prefix.rfind("\n") + 1
     head = prefix[line_start:]  # the selection's line before it: its indentation, if blank
     indent = head[: len(head) - len(head.lstrip())]
@@ -140,13 +139,9 @@ async def refine_selection(
     old = text[start:end]
     if not old.strip():
         raise CommandError("select some code to refine")
-    prefix, suffix = _context(
-        backend,
-        text,
-        start,
-        end,
-        span_plan(opts, backend.ready_engine(), text, start, language_id, end=end),
-    )
+    plan = span_plan(opts, backend.ready_engine(), text, start, language_id, end=end)
+    ctx = _context(backend, text, start, end, plan)
+    prefix, suffix = ctx.prefix, ctx.suffix
     p = infill_params(opts.decode, 1)  # refine sets the span and holds end tokens off itself
     r = await backend.refine(prefix, old, suffix, fraction, p, threading.Event())
     what = f"refined {r.changed} of {len(r.remasked)} unlikely tokens"

@@ -87,7 +87,7 @@ class Completer:
         ctx = build_context(
             ask.text,
             ask.offset,
-            self.backend.token_spans,
+            self.backend.tokenize,
             hole.prefix_tokens,
             hole.suffix_tokens,
         )
@@ -99,7 +99,7 @@ class Completer:
         try:
             priority: Priority = "invoked" if ask.invoked else "automatic"
             results = await self.backend.infill_many(
-                ctx.prefix, ctx.suffix, params, cancel, hole, priority=priority
+                ctx.prefix, ctx.suffix, params, cancel, hole, priority=priority, ids=ctx.ids
             )
         except Superseded:
             return []

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lsp_server import syntax
-from lsp_server.context import build_context
+from lsp_server.context import Tokens, build_context
 from lsp_server.options import Options, describe, parse_options
 
 
@@ -17,8 +17,9 @@ def words(s: str) -> int:
     return len(s.split())
 
 
-def word_spans(s: str) -> list[tuple[int, int]]:
-    return [m.span() for m in re.finditer(r"\S+", s)]
+def word_spans(s: str) -> Tokens:
+    spans = [m.span() for m in re.finditer(r"\S+", s)]
+    return Tokens(list(range(len(spans))), spans)
 
 
 def test_options_defaults_and_partial_updates() -> None:
@@ -275,3 +276,48 @@ def test_the_instruction_is_a_comment_in_the_language_of_the_document(
     assert note_line == f"{spec.line_comment} add two"
     assert ("#" in prefix) == (language_id == "python")
     backend.real.close()
+
+
+def test_one_inline_completion_tokenizes_its_text_once_and_trims_it_once(
+    dream_engine: Any,
+) -> None:
+    """The context's ids are the request's ids: the engine encodes no part of prefix or
+    suffix again, and the budgets that cut the context leave the engine nothing to trim."""
+    import asyncio
+    from dataclasses import replace
+
+    from lsp_server.backend import Backend
+    from lsp_server.completion import Ask, Completer
+
+    backend = Backend(lambda _: None)
+    backend.engine, backend.state = dream_engine, "ready"
+    tokenized: list[str] = []
+    encoded: list[str] = []
+    real_tokenize, real_encode = backend.tokenize, dream_engine.encode
+    backend.tokenize = lambda s: (tokenized.append(s), real_tokenize(s))[1]  # type: ignore[method-assign]
+    dream_engine.encode = lambda s: (encoded.append(s), real_encode(s))[1]
+    joined: list[Any] = []
+    scheduler = dream_engine.scheduler()
+    scheduler.on_join = lambda tickets: joined.extend(t.request for t in tickets)
+    body = "".join(f"    total_{i} = compute(values[{i}], scale={i})\n" for i in range(400))
+    text = f"def run(values):\n{body}    result = \n    return result\n"
+    offset = text.index("result = ") + len("result = ")
+    opts = Options()
+    opts = replace(opts, completion=replace(opts.completion, debounce_ms=0))
+    try:
+        ask = Ask("file:///t.py", text, offset, "python", invoked=False)
+        asyncio.run(Completer(backend, lambda _: None).complete(ask, opts))
+    finally:
+        scheduler.on_join = None
+        del dream_engine.encode
+    assert len(tokenized) == 2  # the prefix's window and the suffix's, once each
+    before, after = tokenized
+    assert text[:offset].endswith(before) and text[offset:].startswith(after)
+    tail = text[offset - 40 : offset]
+    # the planner encodes only its evidence, single lines near the cursor
+    assert encoded and all("\n" not in s and tail not in s for s in encoded), encoded
+    (request,) = joined
+    assert request.prefix_ids == tuple(real_tokenize(before).ids)[-len(request.prefix_ids) :]
+    assert 0 < len(request.prefix_ids) < len(real_tokenize(before).ids)  # the budget cut it
+    room = dream_engine.args.max_positions - request.span
+    assert len(request.prefix_ids) + len(request.suffix_ids) <= room  # nothing left to trim

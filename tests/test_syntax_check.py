@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pytest
 
 from lsp_server import syntax
 from lsp_server.commands import CommandError, Edit, _checked
-from lsp_server.context import build_context
+from lsp_server.context import Tokens, build_context
 from lsp_server.finish import finish
 
 STORE = (Path(__file__).parent / "data" / "syntax" / "store.py").read_text("utf-8")
@@ -35,9 +34,10 @@ def compiles(source: str) -> bool:
     return True
 
 
-def tokens(text: str) -> Sequence[tuple[int, int]]:
+def tokens(text: str) -> Tokens:
     """A stand-in for the model's tokenizer: a word or a symbol with the spaces before it."""
-    return [m.span() for m in re.finditer(r"\s*(?:\w+|\S)", text)]
+    spans = [m.span() for m in re.finditer(r"\s*(?:\w+|\S)", text)]
+    return Tokens(list(range(len(spans))), spans)
 
 
 @dataclass(frozen=True)
