@@ -46,10 +46,6 @@ class LoadedModel:
     expand_id: int | None = None
     delete_id: int | None = None
 
-    @property
-    def reserved_ids(self) -> tuple[int, ...]:
-        return tuple(i for i in (self.expand_id, self.delete_id) if i is not None)
-
 
 def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
     """`"builtin"`, a directory, or a hub id already present in the local HF cache."""

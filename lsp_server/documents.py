@@ -53,7 +53,7 @@ class Document:
     tree: IncrementalTree = field(init=False)
 
     def __post_init__(self) -> None:
-        self.tree = IncrementalTree(self.language_id, self.text)
+        self.tree = IncrementalTree(self.language_id)
 
     def syntax_tree(self) -> Any | None:
         """The tree of the current text, reparsed incrementally; None without a grammar."""

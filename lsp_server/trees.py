@@ -12,16 +12,11 @@ from typing import Any
 
 import grammars
 
-
-def _point(text: str, offset: int) -> tuple[int, int]:
-    """(row, byte column) of a str offset, as tree-sitter counts them."""
-    row = text.count("\n", 0, offset)
-    line_start = text.rfind("\n", 0, offset) + 1
-    return row, len(text[line_start:offset].encode("utf-8"))
+from .positions import byte_offset, point_at
 
 
 class IncrementalTree:
-    def __init__(self, language_id: str, text: str) -> None:
+    def __init__(self, language_id: str) -> None:
         self.parser = grammars.parser(language_id)
         self._tree: Any | None = None
         self._stale = True
@@ -32,14 +27,13 @@ class IncrementalTree:
         if self._tree is None:
             return  # nothing parsed yet: the first request parses the whole text
         new = old[:start] + new_text + old[end:]
-        start_byte = len(old[:start].encode("utf-8"))
         self._tree.edit(
-            start_byte=start_byte,
-            old_end_byte=start_byte + len(old[start:end].encode("utf-8")),
-            new_end_byte=start_byte + len(new_text.encode("utf-8")),
-            start_point=_point(old, start),
-            old_end_point=_point(old, end),
-            new_end_point=_point(new, start + len(new_text)),
+            start_byte=byte_offset(old, start),
+            old_end_byte=byte_offset(old, end),
+            new_end_byte=byte_offset(new, start + len(new_text)),
+            start_point=point_at(old, start),
+            old_end_point=point_at(old, end),
+            new_end_point=point_at(new, start + len(new_text)),
         )
         self._stale = True
 

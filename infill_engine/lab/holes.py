@@ -171,15 +171,6 @@ def _body_holes(text: str, language_id: str, query: str, capture: str) -> Iterat
         yield Hole(kind, language_id, text[:start] + text[end:], start, text[start:end])
 
 
-def _is_function_body(node, language_id: str, root) -> bool:  # type: ignore[no-untyped-def]
-    parent = node.parent
-    return (
-        parent is not None
-        and parent.child_by_field_name("body") == node
-        and ("function" in parent.type or "method" in parent.type or "constructor" in parent.type)
-    )
-
-
 def _empty_body_holes(text: str, language_id: str) -> Iterator[Hole]:
     spec = grammars.spec(language_id)
     if spec is None or spec.block_style != "brace":
