@@ -171,7 +171,7 @@ edits = st.lists(
 @settings(max_examples=60, deadline=None)
 @given(edits)
 def test_incremental_parse_equals_a_full_parse(steps: list[tuple[int, int, str]]) -> None:
-    tree = IncrementalTree("python", SOURCE)
+    tree = IncrementalTree("python")
     text = SOURCE
     tree.current(text)
     for i, (start, length, new) in enumerate(steps):
@@ -187,43 +187,94 @@ def test_incremental_parse_equals_a_full_parse(steps: list[tuple[int, int, str]]
     assert str(tree.current(text).root_node) == str(full.root_node)
 
 
-# -- planning speed ---------------------------------------------------------------------------
+# -- planning stays local ---------------------------------------------------------------------
 SPEED_FIXTURES = {"python": "sample.py", "javascript": "sample.js", "c": "sample.c"}
 
 
-def _timed_plans(text: str, language_id: str, tree: object, offsets: list[int]) -> list[float]:
-    times = []
-    for offset in offsets:
-        planner.clear_caches()  # the first plan at a cursor: nothing remembered
-        started = time.perf_counter()
-        planner.plan(text, offset, language_id, encode, tree=tree)
-        times.append((time.perf_counter() - started) * 1000)
-    return sorted(times)
+class QueryLog:
+    """Every grammar query a plan runs: the byte range of each `QueryCursor` (None: the whole
+    tree), and the whole-tree `grammars.captures` calls."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import tree_sitter
+
+        self.ranges: list[tuple[int, int] | None] = []
+        self.whole: list[str] = []
+        real_cursor, real_captures = tree_sitter.QueryCursor, grammars.captures
+        log = self
+
+        class Cursor:
+            def __init__(self, query: object) -> None:
+                self._cursor = real_cursor(query)  # type: ignore[arg-type]
+                self._range: tuple[int, int] | None = None
+
+            def set_byte_range(self, start: int, end: int) -> None:
+                self._range = (start, end)
+                self._cursor.set_byte_range(start, end)
+
+            def captures(self, node: object) -> object:
+                log.ranges.append(self._range)
+                return self._cursor.captures(node)  # type: ignore[arg-type]
+
+        def captures(language_id: str, name: str, node: object) -> object:
+            log.whole.append(name)
+            return real_captures(language_id, name, node)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(tree_sitter, "QueryCursor", Cursor)
+        monkeypatch.setattr(grammars, "captures", captures)
+
+    def clear(self) -> None:
+        self.ranges.clear()
+        self.whole.clear()
 
 
 @pytest.mark.parametrize("language_id", sorted(SPEED_FIXTURES))
-def test_planning_in_a_5000_line_file_with_its_tree_stays_local(language_id: str) -> None:
-    # Measured on a 2-core machine under load: p95 under 1 ms here. The planner this replaced
-    # queried the whole tree (two or three queries per body plan): p95 13 ms (python), 29 ms
-    # (c) and 34 ms (javascript), above the first bound for javascript and c, and above the
-    # second, machine-independent one (one whole-file query) for all three.
+def test_planning_in_a_5000_line_file_with_its_tree_stays_local(
+    language_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the document's tree, a plan queries the grammar only near the cursor (at most
+    WINDOW bytes each side), so its cost grows with that window and not with the file. The
+    planner this replaced queried the whole tree, two or three times per body plan (p95 13 ms
+    for python, 29 ms for c, 34 ms for javascript on a 2-core machine, against under 1 ms
+    now): the time is printed, the bound asserted is on what is queried."""
     text = span_calibrate.long_file([(FIXTURES / SPEED_FIXTURES[language_id]).read_text()])
     assert text.count("\n") == 5000
+    size = len(text.encode("utf-8"))
+    assert size > 4 * planner.WINDOW  # a window is a small part of this file
     parser = grammars.parser(language_id)
     assert parser is not None
     tree = parser.parse(text.encode("utf-8"))
     offsets = span_calibrate.cursor_positions(text, 200, seed=0)
-    kinds = {planner.plan(text, o, language_id, encode, tree=tree).kind for o in offsets}
+    queries = QueryLog(monkeypatch)
+    kinds = set()
+    per_plan = []
+    for offset in offsets:
+        planner.clear_caches()  # the first plan at a cursor: nothing remembered
+        queries.clear()
+        kinds.add(planner.plan(text, offset, language_id, encode, tree=tree).kind)
+        assert queries.whole == [], offset  # no whole-tree query
+        byte = len(text[:offset].encode("utf-8"))
+        for r in queries.ranges:
+            assert r is not None, offset  # every cursor is limited to a byte range
+            assert r[0] <= byte <= r[1] and r[1] - r[0] <= 2 * planner.WINDOW + 2, (offset, r)
+        per_plan.append(sum(r[1] - r[0] for r in queries.ranges if r is not None))
     assert {"function_body", "block_body", "statement", "line"} <= kinds
-    times = _timed_plans(text, language_id, tree, offsets)
+    assert any(per_plan)  # body plans did query the grammar: the bounds above were checked
+    # the measurement, for the record (a benchmark, not a bound of this test)
+    monkeypatch.undo()
+    times = sorted(_timed_plan(text, language_id, tree, o) for o in offsets)
     p95 = times[int(0.95 * len(times))]
-    assert p95 < 25.0, times[-20:]
-    whole = []
-    for _ in range(3):
-        started = time.perf_counter()
-        grammars.captures(language_id, "blocks", tree.root_node)
-        whole.append((time.perf_counter() - started) * 1000)
-    assert p95 < min(whole), (p95, whole)
+    started = time.perf_counter()
+    grammars.captures(language_id, "blocks", tree.root_node)
+    whole = (time.perf_counter() - started) * 1000
+    print(f"{language_id}: plan p95 {p95:.2f} ms; one whole-tree query {whole:.2f} ms")
+
+
+def _timed_plan(text: str, language_id: str, tree: object, offset: int) -> float:
+    planner.clear_caches()
+    started = time.perf_counter()
+    planner.plan(text, offset, language_id, encode, tree=tree)
+    return (time.perf_counter() - started) * 1000
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.iterdir()), ids=lambda p: p.name)
@@ -314,7 +365,20 @@ def test_the_remembered_counts_do_not_keep_an_engine_alive() -> None:
 
 
 # -- the measurement ----------------------------------------------------------------------------
-def test_measure_scores_each_language_of_the_fixtures() -> None:
+class Ticks:
+    """span_calibrate's `time`: perf_counter moves `step_s` at every read, so each plan takes
+    exactly `step_s` (observe reads the clock once before the plan and once after)."""
+
+    def __init__(self, step_s: float) -> None:
+        self.now, self.step_s = 0.0, step_s
+
+    def perf_counter(self) -> float:
+        self.now += self.step_s
+        return self.now
+
+
+def test_measure_scores_each_language_of_the_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(span_calibrate, "time", Ticks(0.004))
     report = span_calibrate.measure(
         encode, sources=[FIXTURES], per_kind=3, speed_positions=0, progress=False
     )
@@ -326,10 +390,22 @@ def test_measure_scores_each_language_of_the_fixtures() -> None:
         assert row["holes"] >= 5
         assert 0.5 <= row["fits_max_span"] <= 1.0
         assert row["kind_agrees"] >= 0.8
-        assert row["median_planned_over_true"] > 0 and row["plan_ms_p95"] >= 0
+        assert row["median_planned_over_true"] > 0
+        assert row["plan_ms_p95"] == 4.0  # the plans' own time, in ms
     assert sum(r["holes"] for k, r in rows.items() if k.endswith("/all")) == report["holes"]
     table = span_calibrate.format_report(report)
     assert all(f"{lang}/all" in table for lang in languages)
+
+
+def test_plan_ms_p95_is_the_95th_percentile_of_the_plans_times() -> None:
+    from types import SimpleNamespace
+
+    hole = SimpleNamespace(language_id="python", kind="line")
+    plan = SimpleNamespace(kind="line", span=4, max_span=8)
+    observed = [(hole, plan, 4, float(ms)) for ms in [*range(20, 0, -1), 100]]
+    rows = span_calibrate.planner_accuracy(observed)  # type: ignore[arg-type]
+    assert rows["python/all"]["plan_ms_p95"] == 20.0  # 21 times: the 20th smallest
+    assert rows["python/line"]["plan_ms_p95"] == 20.0
 
 
 def test_the_measure_command_prints_json_with_speed(
