@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from . import lexer
 from .lexer import CLOSERS
-from .request import budgets
+from .request import DEFAULT_PARAMS, PREFIX_TOKENS, SUFFIX_TOKENS, budgets
 from .stop import StopRule, indent_width
 
 log = logging.getLogger("infill_engine.planner")
@@ -108,9 +108,9 @@ def plan(
     end: int | None = None,
     tree: Any | None = None,
     max_positions: int = 4096,
-    prefix_tokens: int = 1024,
-    suffix_tokens: int = 256,
-    max_span: int = 512,
+    prefix_tokens: int = PREFIX_TOKENS,
+    suffix_tokens: int = SUFFIX_TOKENS,
+    max_span: int = DEFAULT_PARAMS.max_span,
     block_size: int = 32,
 ) -> SpanPlan:
     """Plan the hole at `offset` (a str offset into `text`); `end` > offset makes it a selection.

@@ -12,6 +12,10 @@ from .params import InfillParams
 from .stop import StopRule
 
 DEFAULT_PARAMS = InfillParams()
+# Context around a hole, in model tokens, unless the caller says otherwise (the planner's
+# budgets, the language server's `context.prefixTokens` / `context.suffixTokens`).
+PREFIX_TOKENS = 1024
+SUFFIX_TOKENS = 512
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import grammars
 from infill_engine import planner
 from infill_engine.lab import span_calibrate
 from infill_engine.lab.holes import HOLE_KINDS, holes
+from infill_engine.request import PREFIX_TOKENS, SUFFIX_TOKENS
 from lsp_server.trees import IncrementalTree
 
 FIXTURES = Path(__file__).parent / "data" / "grammars"
@@ -125,7 +126,10 @@ def test_context_budgets_leave_room_for_the_span() -> None:
     assert p.prefix_tokens + p.suffix_tokens + p.span <= 384
     assert p.suffix_tokens >= (384 - p.span) // 4
     roomy = planner.plan(text, offset, "python", encode, max_positions=32768)
-    assert (roomy.prefix_tokens, roomy.suffix_tokens) == (1024, 256)
+    # the budgets asked for when they fit: by default the one pair of defaults, which the
+    # language server's context settings start from too
+    assert (roomy.prefix_tokens, roomy.suffix_tokens) == (PREFIX_TOKENS, SUFFIX_TOKENS)
+    assert (PREFIX_TOKENS, SUFFIX_TOKENS) == (1024, 512)
 
 
 def test_a_selection_is_planned_from_its_length() -> None:
