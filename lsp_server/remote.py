@@ -186,7 +186,8 @@ async def _first_message(reader: asyncio.StreamReader, frames: FrameReader) -> M
 class RemoteClient:
     """One connection to the service, re-established with backoff (`backoff_s`, doubling up to
     `max_backoff_s`) whenever it is lost. `on_up(hello)` runs on every (re)connection,
-    `on_down(reason)` on every loss and on a refusal."""
+    `on_down(reason)` on every loss and on a refusal. `sleep(delay)` is the wait before each
+    attempt (asyncio.sleep; a test replaces it to see the delays without waiting them)."""
 
     def __init__(
         self,
@@ -209,6 +210,7 @@ class RemoteClient:
         self.conn: _Connection | None = None
         self.closed = False
         self.attempts = 0  # connection attempts, all told
+        self.sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
         self.reconnects = 0  # connections made after a loss or a failed first attempt
         self._ids = itertools.count(1)
         self._retry: asyncio.Task[None] | None = None
@@ -238,7 +240,7 @@ class RemoteClient:
     async def _retry_loop(self) -> None:
         delay = self.backoff_s
         while not self.closed and self.conn is None:
-            await asyncio.sleep(delay)
+            await self.sleep(delay)
             try:
                 hello = await self.connect()
             except Refused as e:

@@ -1,17 +1,20 @@
 """The bookkeeping of CUDA graphs for window passes, on the CPU: a "capture" that returns the
 eager pass itself still goes through every static tensor a real graph reads, so a step input
-that is not copied in, or a graph kept past its cache, changes the tokens. (The real capture
-runs on a GPU: `dllm-infill bench` there reports its tokens' agreement with the eager run.)"""
+that is not copied in, or a graph kept past its cache, changes the tokens. The real capture
+(`cuda_capture`) is checked where a GPU is: the `gpu` tests, skipped elsewhere."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
-from infill_engine import Engine, InfillParams
-from infill_engine.graphs import Pass, WindowGraphs
+from infill_engine import Engine, InfillParams, load
+from infill_engine.graphs import Pass, Window, WindowGraphs
 
 PREFIX = "def add(a, b):\n    return"
 SUFFIX = "\n\nclass Point:\n"
@@ -127,3 +130,96 @@ def test_bench_compares_graphed_rows_with_an_eager_twin(
     assert all(r.vs_eager is None for r in rows[:4])
     assert graphs.replays > 0 and dream_engine.runner.graphs is graphs
     assert "vs eager" in bench.table(rows)
+
+
+# -- the bookkeeping alone: a stand-in model and cache --------------------------------------------
+class Model:
+    """Logits that are a function of every input a window pass reads."""
+
+    def __call__(self, ids: Any, positions: Any, *, mask: Any, store: Any, score: Any) -> Any:
+        out = ids * 1000 + positions + score.sum() + (0 if mask is None else mask.sum())
+        return out.float()
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.version = 1
+
+    def window(self, positions: Any, write: Any, rows: Any) -> None:
+        return None
+
+
+def window(first: int, width: int = 4, rows: int = 2) -> Window:
+    ids = torch.arange(first, first + rows * width).reshape(rows, width)
+    positions = torch.arange(width).expand(rows, -1).clone()
+    write = torch.ones(rows, width, dtype=torch.bool)
+    return Window(ids, positions, write, None, None, torch.tensor([[0, 1]] * rows))
+
+
+def test_a_shape_is_captured_on_its_after_th_run_with_one_cache() -> None:
+    cache = Cache()
+    g = WindowGraphs(Model(), same_pass, after=3)  # type: ignore[arg-type]
+    model = Model()
+    for k in range(2):  # short requests never pay for a capture
+        w = window(10 * k)
+        assert torch.equal(g(cache, w), w.run(model, cache))  # type: ignore[arg-type]
+    assert (g.captures, g.replays) == (0, 0)
+    other = window(0, width=5)  # another shape counts on its own
+    g(cache, other)  # type: ignore[arg-type]
+    assert g.captures == 0
+    third = window(50)
+    assert torch.equal(g(cache, third), third.run(model, cache))  # type: ignore[arg-type]
+    assert (g.captures, g.replays) == (1, 1) and set(g._graphs) == {third.shape}
+    fourth = window(70)  # replayed on the static inputs, holding this step's values
+    assert torch.equal(g(cache, fourth), fourth.run(model, cache))  # type: ignore[arg-type]
+    assert (g.captures, g.replays) == (1, 2)
+    cache.version = 2  # the cache's tensors were replaced: its graphs go, and so do the counts
+    for k in range(2):
+        g(cache, window(90 + k))  # type: ignore[arg-type]
+    assert (g.captures, g.replays) == (1, 2)
+    g(cache, window(99))  # type: ignore[arg-type]
+    assert (g.captures, g.replays) == (2, 3)
+
+
+def test_a_window_s_shape_clone_and_copy() -> None:
+    w = window(0)
+    assert w.shape == ((2, 4), (2, 4), (2, 4), None, None, (2, 2))
+    masked = replace(w, mask=torch.ones(2, 1, 1, 9, dtype=torch.bool), rows=torch.tensor([1, 0]))
+    assert masked.shape == ((2, 4), (2, 4), (2, 4), (2,), (2, 1, 1, 9), (2, 2))
+    static = masked.clone()
+    assert static.ids.data_ptr() != masked.ids.data_ptr()
+    static.ids.add_(1)
+    assert torch.equal(masked.ids, window(0).ids)  # a clone shares no storage
+    new = replace(window(40), mask=torch.zeros(2, 1, 1, 9, dtype=torch.bool))
+    new = replace(new, rows=torch.tensor([0, 1]))
+    ptrs = [t.data_ptr() for t in static._tensors() if t is not None]
+    static.copy_from(new)
+    for mine, theirs in zip(static._tensors(), new._tensors(), strict=True):
+        assert mine is not None and theirs is not None and torch.equal(mine, theirs)
+    assert [t.data_ptr() for t in static._tensors() if t is not None] == ptrs  # in place
+
+
+# -- the real capture, on a GPU --------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA GPU")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cuda_graph_replay_decodes_what_eager_passes_do(dream_dir: Path, dtype: str) -> None:
+    """`cuda_capture` for real: dual-cache window passes replayed as CUDA graphs give the tokens
+    (and passes) of the eager ones, for spans alone and in a batch whose rows leave."""
+    e = load(str(dream_dir), device="cuda", dtype=dtype)
+    graphs = e.runner.graphs
+    assert graphs is not None  # a CUDA engine captures by default
+    p = InfillParams(span=40, block_size=8, threshold=2.0, cache="dual")  # a pass per token
+    reqs = [
+        e.request(PREFIX, SUFFIX, replace(p, span=span), cancel=None) for span in (16, 24, 40)
+    ] + [e.request("x = [1, 2", "]\nprint(x)\n", replace(p, span=24, block_size=4))]
+
+    def decode() -> list[tuple[list[int], int, int]]:
+        out = [e.run([r])[0] for r in reqs] + e.run(reqs)  # alone, then together
+        return [(r.token_ids, r.nfe_full, r.nfe_block) for r in out]
+
+    graphed = decode()
+    assert graphs.enabled, "a capture failed: the passes above were eager"
+    assert graphs.captures >= 4 and graphs.replays > 40
+    e.runner.graphs = None
+    assert decode() == graphed

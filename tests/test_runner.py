@@ -18,6 +18,35 @@ PREFIX = "def add(a, b):\n    return"
 SUFFIX = "\n\nclass Point:\n"
 
 
+def greedy_reference(
+    engine: Engine, prefix: str, suffix: str, span: int, block_size: int, tau: float
+) -> list[int]:
+    """Greedy threshold decoding recomputed from scratch, one `engine.logits` full pass per step
+    (decode.py's rule written out: every masked position with p >= tau, and the most likely
+    one; then the end-token rule); the ids of the fill."""
+    mask, ends = engine.mask_id, list(engine.end_ids)
+    before, after = engine.encode(prefix), engine.encode(suffix)
+    canvas = torch.tensor(before + [mask] * span + after)
+    lo, hi = len(before), len(before) + span
+    for start in range(lo, hi, block_size):
+        stop = min(start + block_size, hi)
+        while bool((canvas[start:stop] == mask).any()):
+            logits = engine.logits(canvas[None])[0, start:stop].clone()
+            logits[:, [mask, *engine.reserved_ids]] = -torch.inf
+            conf, token = torch.softmax(logits, dim=-1).max(dim=-1)
+            masked = canvas[start:stop] == mask
+            scores = conf.masked_fill(~masked, -torch.inf)
+            pick = masked & (scores >= tau)
+            pick[scores.argmax()] = True
+            canvas[start:stop][pick] = token[pick]
+            hits = [i for i, t in enumerate(canvas[lo:hi].tolist()) if t in ends]
+            if hits:
+                canvas[lo + hits[0] + 1 : hi] = ends[0]
+    ids = canvas[lo:hi].tolist()
+    hits = [i for i, t in enumerate(ids) if t in ends]
+    return ids[: hits[0]] if hits else ids
+
+
 def count_calls(engine: Engine) -> tuple[list[int], Any]:
     """Record every forward pass of the real model."""
     calls: list[int] = []
@@ -218,10 +247,20 @@ def test_empty_batch(dream_engine: Engine) -> None:
     assert dream_engine.infill_batch([]) == []
 
 
-def test_empty_prefix_and_suffix(dream_engine: Engine) -> None:
-    r = dream_engine.infill("", "", InfillParams(span=6, block_size=4))
-    assert r.stop_reason in ("span_full", "end_token")
-    assert r.nfe_full >= 1 and isinstance(r.text, str)
+@pytest.mark.parametrize("threshold", [2.0, 0.0])  # one token per pass; a block per pass
+def test_empty_prefix_and_suffix(dream_engine: Engine, threshold: float) -> None:
+    """A canvas that is the span alone (position 0 scored by its own hidden state, Dream's shift
+    having no token before it) decodes exactly as full passes recomputed from scratch do."""
+    p = InfillParams(span=6, block_size=4, threshold=threshold, cache="none")
+    row = dream_engine._row(dream_engine.request("", "", p))
+    assert (row.span_start, row.span_end, row.length) == (0, 6, 6)
+    r = dream_engine.infill("", "", p)
+    assert r.stop_reason in ("span_full", "end_token") and r.span == 6
+    assert r.token_ids == greedy_reference(dream_engine, "", "", 6, 4, threshold)
+    assert r.token_ids and r.text == dream_engine.decode_ids(r.token_ids)
+    assert r.nfe_full == (6 if threshold > 1 else 2)
+    dual = dream_engine.infill("", "", replace(p, cache="dual"))
+    assert dual.nfe_full == 2 and dual.nfe_full + dual.nfe_block == r.nfe_full
 
 
 def test_sampling_is_seeded(dream_engine: Engine) -> None:

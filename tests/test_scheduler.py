@@ -1,15 +1,22 @@
 """The scheduler on the real builtin engine: shared passes, priority order, a full queue,
-deadlines and cancellation (queued and running)."""
+deadlines and cancellation (queued and running).
+
+No test here waits for time to pass: the worker is held at a chosen step by a hook (the
+`on_join` hook, or one after every step of its running batch), and aging and queue times read
+the scheduler's clock, which a test replaces with one it moves itself."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from infill_engine import Engine, InfillParams, InfillRequest, load
+from infill_engine import scheduler as scheduler_module
 from infill_engine.scheduler import Busy, Cancelled, DeadlineExceeded, Scheduler, Ticket
 
 PREFIX = "def add(a, b):\n    return "
@@ -53,6 +60,49 @@ def wait_until(cond: Any, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
+def after_each_step(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, hook: Callable[[int], None]
+) -> None:
+    """Call hook(n) on the scheduler's worker right after the n-th step of its running batch
+    (before the scheduler counts the step and hands out results): the test decides what the
+    worker does next, and when."""
+    real = engine.live_batch
+
+    def live_batch() -> Any:
+        batch = real()
+        step, steps = batch.step, itertools.count(1)
+
+        def stepped() -> Any:
+            ended = step()
+            hook(next(steps))
+            return ended
+
+        batch.step = stepped  # type: ignore[method-assign]
+        return batch
+
+    monkeypatch.setattr(engine, "live_batch", live_batch)
+
+
+class Clock:
+    """The scheduler's clock (`time.monotonic`), moved only by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    monkeypatch.setattr(scheduler_module, "time", c)
+    return c
+
+
 def test_requests_waiting_together_share_passes(engine: Engine, recorder: Recorder) -> None:
     with Scheduler(engine, max_batch=8, start=False, on_join=recorder) as s:
         spans = [8, 12, 16, 8]
@@ -69,25 +119,38 @@ def test_requests_waiting_together_share_passes(engine: Engine, recorder: Record
     assert results[1].text == alone.text and results[1].token_ids == alone.token_ids
 
 
-def test_a_request_joins_the_running_batch_at_the_next_step(engine: Engine) -> None:
+def test_a_request_joins_the_running_batch_at_the_next_step(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Continuous batching: a request that arrives while another decodes does not wait for it
     to end; it joins at the next step, decodes what it decodes alone, and leaves when done."""
+    in_third, go_on = threading.Event(), threading.Event()
+
+    def hold_third(n: int) -> None:  # the short request arrives during the third step
+        if n == 3:
+            in_third.set()
+            go_on.wait(30)
+
+    after_each_step(engine, monkeypatch, hold_third)
     joined_at: list[int] = []
     with Scheduler(engine, max_batch=8) as s:
         s.on_join = lambda tickets: joined_at.append(s.stats()["steps"])
-        long = s.submit(PREFIX, SUFFIX, fixed(160))
-        wait_until(lambda: s.stats()["steps"] >= 3)
-        short = s.submit("x = [1, 2", "]\n", fixed(8))
+        long = s.submit(PREFIX, SUFFIX, fixed(48))
+        try:
+            assert in_third.wait(30)
+            short = s.submit("x = [1, 2", "]\n", fixed(8))
+        finally:
+            go_on.set()
         r_short = short.result(60)
         assert not long.done()  # the short one ended first, inside the long one's decode
         r_long = long.result(60)
         stats = s.stats()
-    assert joined_at[0] == 0 and joined_at[1] >= 3
-    assert short.batch_size == 2 and r_short.nfe == 8 and r_long.nfe == 160
-    assert stats["steps"] == 160 and stats["row_steps"] == 168  # 8 steps had both rows
+    assert joined_at == [0, 3]  # the step after the one it arrived in
+    assert short.batch_size == 2 and r_short.nfe == 8 and r_long.nfe == 48
+    assert stats["steps"] == 48 and stats["row_steps"] == 56  # 8 steps had both rows
     alone = engine.run([engine.request("x = [1, 2", "]\n", fixed(8))])[0]
     assert r_short.token_ids == alone.token_ids
-    alone = engine.run([engine.request(PREFIX, SUFFIX, fixed(160))])[0]
+    alone = engine.run([engine.request(PREFIX, SUFFIX, fixed(48))])[0]
     assert r_long.token_ids == alone.token_ids  # the join left the running row untouched
 
 
@@ -110,15 +173,17 @@ def test_requests_join_up_to_max_batch_highest_priority_first_fifo_within(
     ]
 
 
-@pytest.mark.parametrize(("age_s", "first"), [(0.05, "command"), (100.0, "invoked")])
+@pytest.mark.parametrize(("waited", "first"), [(2.5, "command"), (1.5, "invoked")])
 def test_a_waiting_request_rises_a_level_every_age_s(
-    engine: Engine, recorder: Recorder, age_s: float, first: str
+    engine: Engine, recorder: Recorder, clock: Clock, waited: float, first: str
 ) -> None:
     """Aging: a command that has waited two `age_s` ranks with invoked completions and, being
-    older, goes first; without aging (a long age_s) the completions keep going ahead of it."""
+    older, goes first; one that has waited less than two still ranks below them (one level up
+    is automatic's), and the completions keep going ahead of it."""
+    age_s = 10.0
     with Scheduler(engine, max_batch=1, start=False, on_join=recorder, age_s=age_s) as s:
         command = s.submit(PREFIX, SUFFIX, fixed(8), priority="command")
-        time.sleep(0.12)
+        clock.advance(waited * age_s)  # the scheduler's clock alone moves: nothing sleeps
         invoked = [s.submit(PREFIX, SUFFIX, fixed(8), priority="invoked") for _ in range(3)]
         s.start()
         wait_until(lambda: s.stats()["done"] == 4)
@@ -154,14 +219,26 @@ def test_a_request_past_its_deadline_before_it_starts_fails(
 
 
 def test_a_deadline_fails_on_time_while_the_batch_runs(engine: Engine) -> None:
-    with Scheduler(engine, max_batch=1) as s:
+    """The worker is held inside its batch (in the on_join hook, before the long request's
+    first step) until the waiting request has failed: its deadline was enforced while the
+    batch ran, not when the worker got round to it."""
+    busy, go_on = threading.Event(), threading.Event()
+
+    def hold(tickets: list[Ticket]) -> None:
+        busy.set()
+        go_on.wait(30)
+
+    with Scheduler(engine, max_batch=1, on_join=hold) as s:
         long = s.submit(PREFIX, SUFFIX, fixed(96))
-        wait_until(lambda: long.state == "running")
-        waiting = s.submit(PREFIX, SUFFIX, fixed(8), deadline_s=0.05)
-        t0 = time.monotonic()
-        with pytest.raises(DeadlineExceeded):
-            waiting.result(30)
-        assert not long.done() and time.monotonic() - t0 < 0.5
+        try:
+            assert busy.wait(30)
+            waiting = s.submit(PREFIX, SUFFIX, fixed(8), deadline_s=0.05)
+            with pytest.raises(DeadlineExceeded, match="deadline passed"):
+                waiting.result(10)
+            assert long.state == "running" and not long.done()
+            assert s.stats()["expired"] == 1 and s.stats()["steps"] == 0
+        finally:
+            go_on.set()
         s.cancel(long)
 
 
@@ -181,17 +258,23 @@ def test_cancelling_a_queued_request_means_it_never_starts(
     assert recorder.sizes == [1] and recorder.joins[0][0] is b.request
 
 
-def test_cancelling_a_running_request_stops_it_at_its_next_step(engine: Engine) -> None:
-    started = threading.Event()
-    with Scheduler(engine, on_join=lambda tickets: started.set()) as s:
+def test_cancelling_a_running_request_stops_it_at_its_next_step(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cancelled: list[bool] = []
+
+    def cancel_after_tenth(n: int) -> None:  # on the worker, between two steps
+        if n == 10:
+            cancelled.append(s.cancel(long))
+
+    after_each_step(engine, monkeypatch, cancel_after_tenth)
+    with Scheduler(engine, start=False) as s:
         long = s.submit(PREFIX, SUFFIX, fixed(256))
         short = s.submit(PREFIX, SUFFIX, fixed(8))
-        assert started.wait(30)
-        wait_until(lambda: long.state == "running")
-        time.sleep(0.05)  # a few passes in
-        assert s.cancel(long)
-        r = long.result(30)
-        assert r.stop_reason == "cancelled" and r.nfe < 128
+        s.start()
+        r = long.result(60)
+        assert cancelled == [True]  # it was running when cancelled
+        assert r.stop_reason == "cancelled" and r.nfe == 10  # not one pass after the cancel
         assert short.result(30).stop_reason == "span_full"
         wait_until(lambda: s.stats()["running"] == 0)
         stats = s.stats()
@@ -208,13 +291,22 @@ def test_the_request_s_own_event_cancels_it_too(engine: Engine) -> None:
             t.result(30)
 
 
-def test_close_cancels_queued_and_running(engine: Engine) -> None:
+def test_close_cancels_queued_and_running(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    second = threading.Event()
+
+    def hold_second(n: int) -> None:  # close() comes during the second step
+        if n == 2:
+            second.set()
+            running.cancel_event.wait(30)  # close() flags the running request, then joins
+
+    after_each_step(engine, monkeypatch, hold_second)
     s = Scheduler(engine, max_batch=1)
     running = s.submit(PREFIX, SUFFIX, fixed(256))
     queued = s.submit(PREFIX, SUFFIX, fixed(8))
-    wait_until(lambda: running.state == "running")
+    assert second.wait(30)
     s.close()
-    assert running.result(10).stop_reason == "cancelled"
+    r = running.result(10)
+    assert r.stop_reason == "cancelled" and r.nfe == 2
     with pytest.raises(Cancelled):
         queued.result(10)
     after = s.submit(PREFIX, SUFFIX, fixed(8))
@@ -271,10 +363,13 @@ def test_a_model_failure_fails_its_step_s_requests_and_the_next_ones_run(
     assert stats["failed"] == 2 and stats["done"] == 1 and stats["running"] == 0
 
 
-def test_tickets_report_queue_time(engine: Engine) -> None:
+def test_tickets_report_queue_time(engine: Engine, clock: Clock) -> None:
     with Scheduler(engine, start=False) as s:
         t: Ticket = s.submit(PREFIX, SUFFIX, fixed(8))
-        time.sleep(0.03)
+        clock.advance(0.03)
+        assert t.queue_ms == pytest.approx(30.0)  # still waiting: up to now
+        clock.advance(0.02)
         s.start()
         t.result(30)
-    assert t.queue_ms >= 25
+        clock.advance(5.0)  # after it started, the wait no longer grows
+    assert t.queue_ms == pytest.approx(50.0)
