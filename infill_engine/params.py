@@ -17,6 +17,26 @@ StopReason = Literal["end_token", "span_full", "cancelled", "syntax"]
 DECODE_POLICIES: tuple[str, ...] = ("threshold", "factor", "fixed")
 CACHE_MODES: tuple[str, ...] = ("dual", "prefix", "none")
 DEFAULT_THRESHOLD = 0.9  # Fast-dLLM's τ, for models that recommend none
+# Sampling runs in float32, where a tiny positive value is zero or overflows: a temperature of
+# 1e-40 (logits / temperature = inf) or a top_p of 1e-320 (0 in float32: every token dropped)
+# made every probability NaN and failed the whole batch step, other clients' rows included.
+# Below these floors sampling is greedy anyway (temperature 0 is greedy).
+MIN_TEMPERATURE = 1e-6
+MIN_TOP_P = 1e-6
+
+
+def _number(v: object) -> bool:
+    """An int or a float, not a bool (JSON and msgpack booleans are not numbers)."""
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _finite(v: object) -> bool:
+    """A number that is not inf or nan (an int of any size is finite; isfinite overflows)."""
+    return _number(v) and (isinstance(v, int) or math.isfinite(v))  # type: ignore[arg-type]
+
+
+def _count(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 @dataclass(frozen=True)
@@ -45,35 +65,37 @@ class InfillParams:
     expand: bool = False
 
     def __post_init__(self) -> None:
-        if self.span != "auto" and (
-            isinstance(self.span, bool) or not isinstance(self.span, int) or self.span < 1
-        ):
+        if self.span != "auto" and (not _count(self.span) or self.span < 1):
             raise ValueError(f"span must be a positive int or 'auto', got {self.span!r}")
-        if not isinstance(self.max_span, int) or self.max_span < 1:
+        if not _count(self.max_span) or self.max_span < 1:
             raise ValueError(f"max_span must be a positive int, got {self.max_span!r}")
         if isinstance(self.span, int) and self.span > self.max_span:
             raise ValueError(f"span {self.span} exceeds max_span {self.max_span}")
-        if not isinstance(self.block_size, int) or self.block_size < 1:
+        if not _count(self.block_size) or self.block_size < 1:
             raise ValueError(f"block_size must be a positive int, got {self.block_size!r}")
         if self.decode not in DECODE_POLICIES:
             raise ValueError(f"decode must be one of {DECODE_POLICIES}, got {self.decode!r}")
         if self.cache not in CACHE_MODES:
             raise ValueError(f"cache must be one of {CACHE_MODES}, got {self.cache!r}")
-        if self.threshold is not None and not (
-            isinstance(self.threshold, int | float) and math.isfinite(self.threshold)
-        ):
+        if self.threshold is not None and not _finite(self.threshold):
             raise ValueError(f"threshold must be a finite number, got {self.threshold!r}")
-        if not (self.factor > 0 and math.isfinite(self.factor)):
+        if not (_finite(self.factor) and self.factor > 0):
             raise ValueError(f"factor must be a positive finite number, got {self.factor!r}")
         if self.steps_per_block is not None and (
-            not isinstance(self.steps_per_block, int) or self.steps_per_block < 1
+            not _count(self.steps_per_block) or self.steps_per_block < 1
         ):
             raise ValueError(f"steps_per_block must be a positive int, got {self.steps_per_block}")
-        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
-            raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
-        if isinstance(self.min_tokens, bool) or not isinstance(self.min_tokens, int):
+        if not (
+            _finite(self.temperature)
+            and (self.temperature == 0 or self.temperature >= MIN_TEMPERATURE)
+        ):
+            raise ValueError(
+                f"temperature must be 0 (greedy) or a finite number >= {MIN_TEMPERATURE:g}, "
+                f"got {self.temperature!r}"
+            )
+        if not (_number(self.top_p) and MIN_TOP_P <= self.top_p <= 1):
+            raise ValueError(f"top_p must be in [{MIN_TOP_P:g}, 1], got {self.top_p!r}")
+        if not _count(self.min_tokens):
             raise ValueError(f"min_tokens must be an int >= 0, got {self.min_tokens!r}")
         if self.min_tokens < 0 or (isinstance(self.span, int) and self.min_tokens > self.span):
             raise ValueError(f"min_tokens must be in [0, span], got {self.min_tokens!r}")

@@ -710,7 +710,7 @@ class Connection:
             params = parse_params(msg.get("params"))
             plan = parse_plan(msg.get("plan"))
             priority = msg.get("priority", "automatic")
-            if not isinstance(priority, str) or priority not in PRIORITIES:  # a list: unhashable
+            if priority not in tuple(PRIORITIES):  # compared, not hashed: [] is no key
                 raise BadRequest(f"priority must be one of {list(PRIORITIES)}")
             deadline_ms = msg.get("deadline_ms")
             if deadline_ms is not None and (
