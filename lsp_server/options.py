@@ -165,8 +165,9 @@ def _int_in(lo: int, hi: int) -> Callable[[Any], int]:
 
 def _float_in(lo: float, hi: float) -> Callable[[Any], float]:
     def check(v: Any) -> float:
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-        if not ok or not lo <= v <= hi:
+        # an int is finite at any size: isfinite() would overflow on a 400-digit JSON integer
+        ok = isinstance(v, int | float) and not isinstance(v, bool)
+        if not ok or not (isinstance(v, int) or math.isfinite(v)) or not lo <= v <= hi:
             raise ValueError(f"must be a number in [{lo}, {hi}]")
         return float(v)
 
@@ -238,6 +239,13 @@ _KNOWN = {key for _, _, key, _ in _SCHEMA} | {"token"} | _CLIENT_ONLY
 _SECRET = {"engineToken"}  # described as set or not, never by value
 
 
+MAX_UNKNOWN_TOLD = 8  # unknown keys named one by one; the rest are counted in one message
+
+
+def _short(key: str, limit: int = 100) -> str:
+    return key if len(key) <= limit else key[:limit] + "…"
+
+
 def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in raw.items():
@@ -250,7 +258,8 @@ def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def parse_options(raw: Any, base: Options | None = None) -> tuple[Options, list[str]]:
-    """Options from an editor's settings object, and one message per value that was rejected.
+    """Options from an editor's settings object, and one message per value that was rejected
+    (past MAX_UNKNOWN_TOLD unknown keys, one message counts the rest).
 
     `base` holds the current settings: keys absent from `raw` keep their value there.
     """
@@ -262,7 +271,11 @@ def parse_options(raw: Any, base: Options | None = None) -> tuple[Options, list[
     if isinstance(raw.get("dllm"), Mapping):
         raw = raw["dllm"]
     flat = _flatten(raw)
-    errors = [f"unknown setting {k!r} (ignored)" for k in flat if k not in _KNOWN]
+    unknown = [k for k in flat if k not in _KNOWN]
+    # each is a popup: a client that sends every tool's settings must not bury the editor
+    errors = [f"unknown setting {_short(k)!r} (ignored)" for k in unknown[:MAX_UNKNOWN_TOLD]]
+    if len(unknown) > MAX_UNKNOWN_TOLD:
+        errors.append(f"{len(unknown) - MAX_UNKNOWN_TOLD} more unknown settings (ignored)")
     for section, name, key, check in _SCHEMA:
         if key not in flat:
             continue

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 from typing import Protocol as Interface
@@ -70,12 +71,22 @@ class Session(Interface):
     def stop_work(self) -> None: ...
 
 
-def _arguments_ok(params: Any) -> bool:
-    """executeCommand's `arguments` are an array, or absent: the converter would take a string
-    for the list of its characters (the command then ran on a document named "f") and an object
-    for the list of its keys."""
-    args = params.get("arguments") if isinstance(params, dict) else None
-    return args is None or isinstance(args, list)
+def _command_error(params: Any, commands: Mapping[str, Any]) -> str | None:
+    """What is wrong with executeCommand's params before they are structured, or None. The
+    `arguments` are an array, or absent: the converter would take a string for the list of its
+    characters (the command then ran on a document named "f") and an object for the list of its
+    keys. The command is a string (not a number made one), and an unknown one is named in at
+    most 100 characters (pygls echoed all of it)."""
+    if not isinstance(params, dict):
+        return None  # the structure check says what is wrong
+    args, command = params.get("arguments"), params.get("command")
+    if args is not None and not isinstance(args, list):
+        return "arguments must be an array"
+    if not isinstance(command, str):  # the converter made str(10**400) of a number
+        return "command must be a string" if "command" in params else None
+    if command not in commands:
+        return f"no command {command[:100]!r}"
+    return None
 
 
 class RawMessage(dict[str, Any]):
@@ -131,9 +142,10 @@ class Protocol(LanguageServerProtocol):
         if self._workspace is None and method != lsp.INITIALIZE:
             self._reply_error(msg_id, JsonRpcServerNotInitialized("initialize first"))
             return
-        if method == lsp.WORKSPACE_EXECUTE_COMMAND and not _arguments_ok(data.get("params")):
-            bad = JsonRpcInvalidParams("Invalid Params: arguments must be an array")
-            self._reply_error(msg_id, bad)
+        if method == lsp.WORKSPACE_EXECUTE_COMMAND and (
+            wrong := _command_error(data.get("params"), self.fm.commands)
+        ):
+            self._reply_error(msg_id, JsonRpcInvalidParams(f"Invalid Params: {wrong}"))
             return
         kind = self.get_message_type(method)
         if kind is None:  # ours (dllm/status) or unknown: params are optional and raw

@@ -359,8 +359,12 @@ def build_server() -> DllmServer:
     @server.command(REFACTOR)
     async def refactor(ls: DllmServer, *args: Any) -> dict[str, Any]:
         async def work() -> dict[str, Any]:
+            instruction = args[2] if len(args) > 2 else None
+            if instruction is not None and not isinstance(instruction, str):
+                # dropped, the selection was rewritten without it and the edit applied
+                raise JsonRpcInvalidParams("Invalid Params: the instruction must be a string")
             doc, span = _doc_and_selection(ls, args)
-            instruction = clean(args[2]) if len(args) > 2 and isinstance(args[2], str) else None
+            instruction = clean(instruction) if instruction is not None else None
             edit = await regenerate_selection(
                 ls.backend, doc.text, span[0], span[1], instruction, ls.options, doc.language_id
             )
@@ -414,10 +418,11 @@ def _doc_and(ls: DllmServer, args: tuple[Any, ...], kind: type[Any]) -> tuple[Do
     if len(args) < 2 or not isinstance(args[0], str):
         raise JsonRpcInvalidParams(f"Invalid Params: arguments must be [uri, {name}, ...]")
     doc = ls.documents.get(args[0])
+    uri = args[0] if len(args[0]) <= 200 else args[0][:200] + "…"  # a popup, not a page of it
     if doc is None:
-        raise CommandError(f"{args[0]} is not open")
+        raise CommandError(f"{uri} is not open")
     if not doc.in_sync:
-        raise CommandError(f"{args[0]} is out of sync with the editor; reopen it")
+        raise CommandError(f"{uri} is out of sync with the editor; reopen it")
     try:
         value = ls.protocol._converter.structure(args[1], kind)
     except Exception as e:
