@@ -396,10 +396,12 @@ class Backend:
         try:
             if cancel.is_set():
                 raise Superseded
-            # encoded off the event loop (a long document takes a few milliseconds)
-            requests = await asyncio.to_thread(
-                engine.requests, prefix, suffix, params, plan, cancel, ids
-            )
+            if ids is None:  # encoded off the event loop (a long document takes milliseconds)
+                requests = await asyncio.to_thread(
+                    engine.requests, prefix, suffix, params, plan, cancel
+                )
+            else:  # the context's ids: nothing to encode, no thread to hand over to
+                requests = engine.requests(prefix, suffix, params, plan, cancel, ids)
             tickets = [scheduler.submit_request(r, priority=priority) for r in requests]
             # shielded: a cancelled handler must not cancel the tickets' futures, whose
             # results (stop_reason "cancelled") the counters still record
