@@ -32,16 +32,16 @@ from infill_engine.params import DEFAULT_THRESHOLD
 from infill_engine.service import (
     CHUNK,
     MAX_FRAME,
-    PROTOCOL_VERSION,
     TOKEN_ENV,
     Address,
     FrameError,
     FrameReader,
     Message,
     ServeError,
-    ServiceError,
     encode_frame,
+    hello,
     parse_address,
+    reply_error,
 )
 
 from .options import normalize_address
@@ -150,20 +150,16 @@ async def _open(address: Address, token: str | None, timeout: float) -> _Connect
         reader, writer = await asyncio.wait_for(opening, timeout)
     except (OSError, asyncio.TimeoutError) as e:
         raise Unavailable(f"cannot connect: {e or 'timed out'}") from None
-    hello: Message = {"type": "hello", "version": PROTOCOL_VERSION}
-    if token is not None:
-        hello["token"] = token
     frames = FrameReader(MAX_FRAME)
     try:
-        writer.write(encode_frame(hello))
+        writer.write(encode_frame(hello(token)))
         reply = await asyncio.wait_for(_first_message(reader, frames), timeout)
     except (OSError, asyncio.TimeoutError, FrameError) as e:
         writer.close()
         raise Unavailable(f"no hello from the service: {e or 'timed out'}") from None
-    if "error" in reply:
+    if (refused := reply_error(reply)) is not None:
         writer.close()
-        err = reply.get("error") or {}
-        code, message = str(err.get("code")), str(err.get("message"))
+        code, message = refused.code, refused.message
         hint = ""
         if code == "unauthorized":
             hint = f" (set the engineToken setting or ${TOKEN_ENV} to the service's token)"
@@ -304,11 +300,6 @@ class RemoteClient:
         conn.writer.write(frame)
         return rid, fut
 
-    async def call(self, kind: str, **fields: Any) -> dict[str, Any]:
-        """A request and its result; ServiceError on an error reply."""
-        _, fut = self.send(kind, fields)
-        return result_of(await fut)
-
     def cancel(self, rid: int) -> None:
         """`cancel {id}`: a notification, answered by the request itself (`cancelled`)."""
         conn = self.conn
@@ -329,13 +320,3 @@ class RemoteClient:
                 if not fut.done():
                     fut.set_exception(Unavailable("closed"))
             conn.pending.clear()
-
-
-def result_of(reply: Message) -> dict[str, Any]:
-    if "error" in reply:
-        err = reply.get("error") or {}
-        raise ServiceError(str(err.get("code")), str(err.get("message")))
-    result = reply.get("result")
-    if not isinstance(result, dict):
-        raise ServiceError("bad_reply", f"a reply without a result: {str(reply)[:200]}")
-    return result

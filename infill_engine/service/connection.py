@@ -1,0 +1,426 @@
+"""One client of the engine service: a `Connection` reads its frames, checks the handshake and
+each request, queues the work on the service's scheduler and answers, in its own bounded outbox.
+
+The event loop only reads, validates and writes; prompts are encoded on the service's helper
+thread and the model runs on the scheduler's worker thread. Whatever a client sends or fails to
+read costs only its own connection: its requests are cancelled when it goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import threading
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..params import InfillParams, InfillResult
+from ..scheduler import PRIORITIES, Busy, Priority, Scheduler, SchedulerError, Ticket
+from .frames import CHUNK, FrameError, FrameReader, Message, encode_frame
+from .wire import (
+    PROTOCOL_VERSION,
+    BadRequest,
+    RequestId,
+    WirePlan,
+    error,
+    parse_id,
+    parse_params,
+    parse_plan,
+    result_dict,
+)
+
+log = logging.getLogger("infill_engine.service")
+
+
+@dataclass
+class ServiceCounters:
+    connections: int = 0  # accepted in all
+    refused: int = 0  # over MAX_CONNECTIONS
+    unauthorized: int = 0
+    bad_frames: int = 0
+    slow_readers: int = 0  # dropped for letting their outbox fill
+    disconnect_cancels: int = 0  # requests cancelled because their client went away
+
+
+class Host(Protocol):
+    """What a connection uses of its service (front.Service)."""
+
+    scheduler: Scheduler
+    model: str
+    token: str | None
+    max_frame: int
+    max_inflight: int
+    handshake_timeout_s: float
+    outbox: int
+    counters: ServiceCounters
+    encoder: ThreadPoolExecutor
+
+    def health(self) -> dict[str, Any]: ...
+    def stats(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class Pending:
+    cancel: threading.Event
+    received: float
+    ticket: Ticket | None = None
+
+
+class Connection:
+    def __init__(
+        self, service: Host, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.service = service
+        self.reader = reader
+        self.writer = writer
+        self.loop = asyncio.get_running_loop()
+        self.frames = FrameReader(service.max_frame)
+        self.outbox: asyncio.Queue[bytes | None] = asyncio.Queue(service.outbox)
+        self.inflight: dict[RequestId, Pending] = {}
+        self.closed = False
+        self._writer_task = asyncio.create_task(self._write_loop())
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        messages = self._messages()
+        try:
+            if await self._handshake(messages):
+                async for item in messages:
+                    if self._dispatch(item) == "stop":
+                        break
+        except (OSError, asyncio.IncompleteReadError) as e:
+            log.info("a client went away: %s", e)
+        finally:
+            await messages.aclose()
+            await self.finish()
+
+    async def finish(self) -> None:
+        """Cancel what is in flight, flush the replies already queued, close."""
+        self.cancel_all()
+        self.closed = True
+        with contextlib.suppress(asyncio.QueueFull):
+            self.outbox.put_nowait(None)
+        try:
+            await asyncio.wait_for(asyncio.shield(self._writer_task), 5.0)
+        except (asyncio.TimeoutError, OSError, asyncio.CancelledError):
+            self._writer_task.cancel()
+        self.writer.close()
+        with contextlib.suppress(OSError, asyncio.TimeoutError):
+            await asyncio.wait_for(self.writer.wait_closed(), 5.0)
+
+    def abort(self) -> None:
+        """Drop the connection now (slow reader, shutdown)."""
+        self.cancel_all()
+        self.closed = True
+        self._writer_task.cancel()
+        self.writer.transport.abort()
+
+    def cancel_all(self) -> None:
+        for pending in list(self.inflight.values()):
+            pending.cancel.set()  # a request still being encoded is cancelled once queued
+            if pending.ticket is not None:
+                self.service.scheduler.cancel(pending.ticket)
+            self.service.counters.disconnect_cancels += 1
+        self.inflight.clear()
+
+    async def _messages(self) -> AsyncGenerator[Message | FrameError, None]:
+        while True:
+            data = await self.reader.read(CHUNK)
+            if not data:
+                return
+            for item in self.frames.feed(data):
+                yield item
+
+    # -- writing ----------------------------------------------------------------------------------
+    def send(self, message: Message) -> None:
+        if self.closed:
+            return
+        try:
+            frame = encode_frame(message, self.service.max_frame)
+        except FrameError as e:
+            frame = encode_frame(
+                error(message.get("id"), message.get("type"), "internal", str(e)),
+                self.service.max_frame,
+            )
+        try:
+            self.outbox.put_nowait(frame)
+        except asyncio.QueueFull:
+            log.warning("dropping a client that does not read its replies")
+            self.service.counters.slow_readers += 1
+            self.abort()
+
+    async def _write_loop(self) -> None:
+        while (frame := await self.outbox.get()) is not None:
+            self.writer.write(frame)
+            await self.writer.drain()
+
+    # -- reading ----------------------------------------------------------------------------------
+    async def _handshake(self, messages: AsyncIterator[Message | FrameError]) -> bool:
+        service = self.service
+        try:
+            first = await asyncio.wait_for(anext(messages), service.handshake_timeout_s)
+        except StopAsyncIteration:
+            return False
+        except asyncio.TimeoutError:
+            self.send(error(None, "hello", "timeout", "no hello in time"))
+            return False
+        if isinstance(first, FrameError):
+            service.counters.bad_frames += 1
+            self.send(error(None, "hello", "bad_frame", str(first)))
+            return False
+        rid = first.get("id") if isinstance(first.get("id"), int | str) else None
+        if first.get("type") != "hello":
+            self.send(error(rid, "hello", "bad_request", "the first message must be a hello"))
+            return False
+        version = first.get("version")
+        if type(version) is not int or version != PROTOCOL_VERSION:
+            self.send(
+                error(
+                    rid,
+                    "hello",
+                    "unsupported_version",
+                    f"this server speaks version {PROTOCOL_VERSION}",
+                )
+            )
+            return False
+        if service.token is not None:
+            token = first.get("token")
+            given = token.encode() if isinstance(token, str) else b""
+            if not hmac.compare_digest(given, service.token.encode()):
+                service.counters.unauthorized += 1
+                self.send(error(rid, "hello", "unauthorized", "a valid token is required"))
+                return False
+        self.send(
+            {
+                "type": "hello",
+                "id": rid,
+                "version": PROTOCOL_VERSION,
+                "model": service.model,
+                "max_frame": service.max_frame,
+                "max_inflight": service.max_inflight,
+                "max_batch": service.scheduler.max_batch,
+                "priorities": list(PRIORITIES),
+            }
+        )
+        return True
+
+    def _dispatch(self, item: Message | FrameError) -> str | None:
+        if isinstance(item, FrameError):
+            self.service.counters.bad_frames += 1
+            self.send(error(None, None, "bad_frame", str(item)))
+            return "stop" if item.fatal else None
+        kind = item.get("type")
+        kind_name = kind if isinstance(kind, str) else None
+        if kind == "cancel":  # a notification: the cancelled request answers "cancelled"
+            self._cancel(item.get("id"))
+            return None
+        try:
+            rid = parse_id(item)
+        except BadRequest as e:
+            self.send(error(None, kind_name, e.code, str(e)))
+            return None
+        if kind == "infill":
+            self._infill(rid, item)
+        elif kind == "refine":
+            self._refine(rid, item)
+        elif kind == "health":
+            self.send({"type": kind, "id": rid, "result": self.service.health()})
+        elif kind == "stats":
+            self.send({"type": kind, "id": rid, "result": self.service.stats()})
+        elif kind == "hello":
+            self.send(error(rid, kind, "bad_request", "the handshake is already done"))
+        else:
+            self.send(error(rid, kind_name, "unknown_method", f"no method {str(kind)[:64]!r}"))
+        return None
+
+    def _cancel(self, rid: Any) -> None:
+        if isinstance(rid, bool) or not isinstance(rid, int | str):
+            return
+        pending = self.inflight.get(rid)
+        if pending is None:
+            return  # finished already, or never was
+        pending.cancel.set()
+        if pending.ticket is not None:
+            self.service.scheduler.cancel(pending.ticket)
+
+    def _admit(self, rid: RequestId, kind: str) -> bool:
+        """Room for one more request in flight with this id; else the error is sent."""
+        if rid in self.inflight:
+            self.send(error(rid, kind, "bad_request", "this id is already in flight"))
+            return False
+        if len(self.inflight) >= self.service.max_inflight:
+            limit = self.service.max_inflight
+            self.send(error(rid, kind, "busy", f"{limit} requests already in flight"))
+            return False
+        return True
+
+    def _refine(self, rid: RequestId, msg: Message) -> None:
+        """`Engine.refine` on a thread of its own: one scoring pass (a step's worth of the
+        engine), then the remasked tokens are a row of the running batch, at command priority,
+        beside the completions."""
+        if not hasattr(self.service.scheduler.engine, "refine"):
+            self.send(error(rid, "refine", "unknown_method", "this engine cannot refine"))
+            return
+        if not self._admit(rid, "refine"):
+            return
+        try:
+            texts = [msg.get(k, "") for k in ("prefix", "text", "suffix")]
+            if not all(isinstance(t, str) for t in texts):
+                raise BadRequest("prefix, text and suffix must be strings")
+            if not texts[1]:
+                raise BadRequest("text must not be empty")
+            fraction = msg.get("fraction", 0.25)
+            if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+                raise BadRequest("fraction must be a number in (0, 1]")
+            if not 0 < fraction <= 1:
+                raise BadRequest("fraction must be a number in (0, 1]")
+            params = parse_params(msg.get("params"))
+        except BadRequest as e:
+            self.send(error(rid, "refine", e.code, str(e)))
+            return
+        self._start(rid, lambda p: self._run_refine(rid, p, texts, float(fraction), params))
+
+    def _start(self, rid: RequestId, work: Callable[[Pending], Awaitable[None]]) -> None:
+        """Register a request in flight and run its work on the loop."""
+        pending = Pending(threading.Event(), time.monotonic())
+        self.inflight[rid] = pending
+        task = asyncio.ensure_future(work(pending))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_refine(
+        self,
+        rid: RequestId,
+        pending: Pending,
+        texts: list[str],
+        fraction: float,
+        params: InfillParams,
+    ) -> None:
+        scheduler = self.service.scheduler
+        engine: Any = scheduler.engine
+        prefix, text, suffix = texts
+        try:
+            # its re-prediction joins this service's running batch, beside the completions
+            r = await asyncio.to_thread(
+                engine.refine, prefix, text, suffix, fraction, params, pending.cancel, scheduler
+            )
+        except ValueError as e:
+            reply = error(rid, "refine", "bad_request", str(e)[:300])
+        except SchedulerError as e:
+            reply = error(rid, "refine", e.code, str(e))
+        except Exception as e:
+            log.error("refine %r failed", rid, exc_info=e)
+            reply = error(rid, "refine", "internal", f"{type(e).__name__}: {e}"[:300])
+        else:
+            if r.stop_reason == "cancelled":
+                reply = error(rid, "refine", "cancelled", f"cancelled after {r.nfe} passes")
+            else:
+                result = {
+                    "text": r.text,
+                    "remasked": r.remasked,
+                    "changed": r.changed,
+                    "nfe": r.nfe,
+                    "stop_reason": r.stop_reason,
+                }
+                reply = {"type": "refine", "id": rid, "result": result}
+        self._reply(rid, pending, reply)
+
+    def _infill(self, rid: RequestId, msg: Message) -> None:
+        if not self._admit(rid, "infill"):
+            return
+        try:
+            prefix, suffix = msg.get("prefix", ""), msg.get("suffix", "")
+            if not isinstance(prefix, str) or not isinstance(suffix, str):
+                raise BadRequest("prefix and suffix must be strings")
+            params = parse_params(msg.get("params"))
+            plan = parse_plan(msg.get("plan"))
+            priority = msg.get("priority", "automatic")
+            if priority not in tuple(PRIORITIES):  # compared, not hashed: [] is no key
+                raise BadRequest(f"priority must be one of {list(PRIORITIES)}")
+            deadline_ms = msg.get("deadline_ms")
+            if deadline_ms is not None and (
+                isinstance(deadline_ms, bool)
+                or not isinstance(deadline_ms, int | float)
+                or not 0 < deadline_ms < 1e9
+            ):
+                raise BadRequest("deadline_ms must be a positive number of milliseconds")
+        except BadRequest as e:
+            self.send(error(rid, "infill", e.code, str(e)))
+            return
+        self._start(
+            rid, lambda p: self._submit(rid, p, prefix, suffix, params, plan, priority, deadline_ms)
+        )
+
+    async def _submit(
+        self,
+        rid: RequestId,
+        pending: Pending,
+        prefix: str,
+        suffix: str,
+        params: InfillParams,
+        plan: WirePlan | None,
+        priority: Priority,
+        deadline_ms: float | None,
+    ) -> None:
+        scheduler = self.service.scheduler
+
+        def submit() -> Ticket:
+            deadline_s = None
+            if deadline_ms is not None:
+                deadline_s = deadline_ms / 1000 - (time.monotonic() - pending.received)
+            return scheduler.submit(
+                prefix,
+                suffix,
+                params,
+                plan=plan,
+                priority=priority,
+                deadline_s=deadline_s,
+                cancel=pending.cancel,
+            )
+
+        try:
+            ticket = await self.loop.run_in_executor(self.service.encoder, submit)
+        except Busy as e:
+            self._reply(rid, pending, error(rid, "infill", e.code, str(e)))
+            return
+        except ValueError as e:
+            self._reply(rid, pending, error(rid, "infill", "bad_request", str(e)[:300]))
+            return
+        except Exception as e:  # the encoder pool shut down, a tokenizer failure
+            log.error("infill %r could not be queued", rid, exc_info=e)
+            self._reply(rid, pending, error(rid, "infill", "internal", str(e)[:300]))
+            return
+        pending.ticket = ticket
+        if pending.cancel.is_set():  # cancelled (or disconnected) while it was being encoded
+            scheduler.cancel(ticket)
+        ticket.future.add_done_callback(lambda _: self._done_threadsafe(rid, pending, ticket))
+
+    def _done_threadsafe(self, rid: RequestId, pending: Pending, ticket: Ticket) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting
+            self.loop.call_soon_threadsafe(self._done, rid, pending, ticket)
+
+    def _done(self, rid: RequestId, pending: Pending, ticket: Ticket) -> None:
+        future: Future[InfillResult] = ticket.future
+        exc = future.exception() if not future.cancelled() else SchedulerError("cancelled")
+        if isinstance(exc, SchedulerError):
+            reply = error(rid, "infill", exc.code, str(exc))
+        elif exc is not None:
+            reply = error(rid, "infill", "internal", f"{type(exc).__name__}: {exc}"[:300])
+        else:
+            result = future.result()
+            if result.stop_reason == "cancelled":
+                reply = error(rid, "infill", "cancelled", f"cancelled after {result.nfe} passes")
+            else:
+                reply = {"type": "infill", "id": rid, "result": result_dict(result, ticket)}
+        self._reply(rid, pending, reply)
+
+    def _reply(self, rid: RequestId, pending: Pending, reply: Message) -> None:
+        if self.inflight.get(rid) is pending:
+            del self.inflight[rid]
+            self.send(reply)

@@ -1,0 +1,93 @@
+"""The msgpack front of the engine service: `Service` holds what its connections share (the
+scheduler, the token, the limits, the counters, the encoding thread) and serves each stream it
+is handed with a `Connection` (connection.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..scheduler import Scheduler
+from .connection import Connection, ServiceCounters
+from .frames import MAX_FRAME
+from .wire import PROTOCOL_VERSION, error
+
+HANDSHAKE_TIMEOUT_S = 10.0
+MAX_CONNECTIONS = 64
+MAX_INFLIGHT = 16  # infill requests one connection may have queued or running
+OUTBOX = 64  # replies waiting for a connection's writer; a client that lets it fill is dropped
+
+
+class Service:
+    """The protocol over any stream: `handle` serves one connection."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        model: str,
+        token: str | None = None,
+        *,
+        max_frame: int = MAX_FRAME,
+        max_inflight: int = MAX_INFLIGHT,
+        max_connections: int = MAX_CONNECTIONS,
+        handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
+        outbox: int = OUTBOX,
+    ) -> None:
+        self.scheduler = scheduler
+        self.model = model
+        self.token = token
+        self.max_frame = max_frame
+        self.max_inflight = max_inflight
+        self.max_connections = max_connections
+        self.handshake_timeout_s = handshake_timeout_s
+        self.outbox = outbox
+        self.started = time.monotonic()
+        self.connections: set[Connection] = set()
+        self.counters = ServiceCounters()
+        # prompts are tokenised here, off the event loop, in arrival order
+        self.encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dllm-encode")
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Connection(self, reader, writer)
+        self.counters.connections += 1
+        if len(self.connections) >= self.max_connections:
+            self.counters.refused += 1
+            conn.send(error(None, "hello", "busy", "too many connections"))
+            await conn.finish()
+            return
+        self.connections.add(conn)
+        try:
+            await conn.run()
+        finally:
+            self.connections.discard(conn)
+
+    def stats(self) -> dict[str, Any]:
+        out = self.scheduler.stats()
+        out["connections"] = len(self.connections)
+        out["inflight"] = sum(len(c.inflight) for c in self.connections)
+        out["service"] = dataclasses.asdict(self.counters)
+        return out
+
+    def health(self) -> dict[str, Any]:
+        s = self.scheduler.stats()
+        return {
+            "status": "ok",
+            "model": self.model,
+            "version": PROTOCOL_VERSION,
+            "uptime_s": round(time.monotonic() - self.started, 3),
+            "queued": s["queued"],
+            "running": s["running"],
+        }
+
+    def close_connections(self) -> None:
+        for conn in list(self.connections):
+            conn.abort()
+
+    def shutdown(self) -> None:
+        """Drop every connection, cancel all work and stop the threads."""
+        self.close_connections()
+        self.scheduler.close()
+        self.encoder.shutdown(wait=False, cancel_futures=True)
