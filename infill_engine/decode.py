@@ -17,7 +17,7 @@ import math
 import torch
 from torch import Tensor
 
-from .params import DEFAULT_THRESHOLD, InfillParams
+from .params import InfillParams, threshold_or_default
 
 
 def propose(
@@ -79,8 +79,7 @@ def fixed_k(n_masked: int, steps_per_block: int | None, block_len: int, step: in
 def select(conf: Tensor, masked: Tensor, params: InfillParams, block_len: int, step: int) -> Tensor:
     """Positions to commit this step. Never empty while anything is masked."""
     if params.decode == "threshold":
-        tau = DEFAULT_THRESHOLD if params.threshold is None else params.threshold
-        return select_threshold(conf, masked, tau)
+        return select_threshold(conf, masked, threshold_or_default(params.threshold))
     if params.decode == "factor":
         return select_factor(conf, masked, params.factor)
     k = fixed_k(int(masked.sum()), params.steps_per_block, block_len, step)

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from .models import DiffusionTransformer
-from .params import DEFAULT_THRESHOLD, InfillParams, InfillResult
+from .params import InfillParams, InfillResult, threshold_or_default
 from .request import (
     DEFAULT_PARAMS,
     InfillRequest,
@@ -55,7 +55,7 @@ class Engine:
         self.family = family
         self.path = path
         # τ for requests that leave it to the model (InfillParams.threshold None)
-        self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+        self.threshold = threshold_or_default(threshold)
         self.args = model.args
         self.expand_id, self.delete_id = expand_id, delete_id
         controls = [i for i in (expand_id, delete_id) if i is not None]

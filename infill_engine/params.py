@@ -17,6 +17,13 @@ StopReason = Literal["end_token", "span_full", "cancelled", "syntax"]
 DECODE_POLICIES: tuple[str, ...] = ("threshold", "factor", "fixed")
 CACHE_MODES: tuple[str, ...] = ("dual", "prefix", "none")
 DEFAULT_THRESHOLD = 0.9  # Fast-dLLM's τ, for models that recommend none
+
+
+def threshold_or_default(tau: float | None) -> float:
+    """τ as asked (a request's, or the one a model directory recommends), else Fast-dLLM's."""
+    return DEFAULT_THRESHOLD if tau is None else tau
+
+
 # Sampling runs in float32, where a tiny positive value is zero or overflows: a temperature of
 # 1e-40 (logits / temperature = inf) or a top_p of 1e-320 (0 in float32: every token dropped)
 # made every probability NaN and failed the whole batch step, other clients' rows included.

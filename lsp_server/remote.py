@@ -28,7 +28,7 @@ from infill_engine.loader import (
     resolve_model_dir,
 )
 from infill_engine.models import ModelArgs
-from infill_engine.params import DEFAULT_THRESHOLD
+from infill_engine.params import threshold_or_default
 from infill_engine.service import (
     CHUNK,
     MAX_FRAME,
@@ -120,7 +120,7 @@ def load_remote_engine(names: list[str], address: str) -> RemoteEngine:
             reasons.append(str(e))
             continue
         tokenizer.model_max_length = 1 << 60  # the context is cut by token spans, not here
-        tau = DEFAULT_THRESHOLD if threshold is None else threshold
+        tau = threshold_or_default(threshold)
         return RemoteEngine(names[0], path, tokenizer, args, family.name, tau, address)
     raise ModelLoadError(
         f"the engine service serves model {names[0]!r}, and its tokenizer is needed here too: "
