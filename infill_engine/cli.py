@@ -122,7 +122,10 @@ def serve(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="dllm-infill serve: %(message)s")
     try:
-        address = parse_address(a.listen)
+        try:
+            address = parse_address(a.listen)
+        except ServeError as e:
+            raise ServeError(f"--listen {e}") from None
         token = resolve_token(a.token_file)
         check_listen(address, token, a.allow_remote)  # before the model loads
         if a.max_batch < 1 or a.max_queue < 1:

@@ -6,11 +6,12 @@ with transport.py's resynchronising reader, not pygls' own.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import secrets
 import sys
+
+from infill_engine.service.listen import is_loopback, split_host_port
 
 from .server import VERSION, build_server
 from .tcp import serve_tcp
@@ -18,20 +19,11 @@ from .transport import serve_stdio
 
 
 def _host_port(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+    hostport = split_host_port(value)
+    if hostport is None:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
-    host = host.strip("[]")  # "[::1]:PORT" names the IPv6 loopback
-    return host or "127.0.0.1", int(port)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    host, port = hostport
+    return host or "127.0.0.1", port
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         serve_stdio(build_server())
         return 0
     host, port = a.tcp
-    if not _is_loopback(host) and not a.allow_remote:
+    if not is_loopback(host) and not a.allow_remote:
         ap.error(f"{host} is not a loopback address; pass --allow-remote to bind it anyway")
     token = a.token or os.environ.get("DLLM_LS_TOKEN")
     if not token:

@@ -17,6 +17,7 @@ from typing import Any
 from infill_engine import planner
 from infill_engine.params import CACHE_MODES, DECODE_POLICIES, InfillParams
 from infill_engine.planner import SpanPlan
+from infill_engine.service.listen import ServeError, parse_address
 
 from .debounce import AdaptiveDebounce
 
@@ -134,16 +135,13 @@ def _optional_text(v: Any) -> str | None:
 def normalize_address(text: str) -> str:
     """An engine service address as `infill_engine.service.parse_address` reads it:
     `unix:PATH`, or `tcp:HOST:PORT` (also written `tcp://HOST:PORT`); ValueError if neither."""
-    kind, _, rest = text.strip().partition(":")
-    rest = rest.removeprefix("//")
-    if kind == "unix" and rest:
-        return f"unix:{rest}"
-    if kind == "tcp":
-        host, colon, port = rest.rpartition(":")
-        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-        if colon and host and port.isdigit() and 0 < int(port) < 65536:
-            return f"tcp:{'[' + host + ']' if ':' in host else host}:{int(port)}"
-    raise ValueError(f"must be unix:PATH or tcp://HOST:PORT, got {text[:200]!r}")
+    try:
+        address = parse_address(text)
+    except ServeError as e:
+        raise ValueError(str(e)) from None
+    if address.kind == "tcp" and address.port == 0:
+        raise ValueError(f"must name a port, got {text[:200]!r}")
+    return str(address)
 
 
 def _address(v: Any) -> str | None:

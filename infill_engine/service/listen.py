@@ -36,23 +36,32 @@ class Address:
 
 
 def parse_address(text: str) -> Address:
-    """`unix:PATH` or `tcp:HOST:PORT` (an IPv6 host in brackets)."""
-    kind, sep, rest = text.partition(":")
+    """`unix:PATH` or `tcp:HOST:PORT` (also written `tcp://HOST:PORT`; an IPv6 host in
+    brackets)."""
+    kind, sep, rest = text.strip().partition(":")
     if kind == "unix" and sep and rest:
         return Address("unix", path=rest)
     if kind == "tcp" and sep:
-        host, colon, port = rest.rpartition(":")
-        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-        if colon and host and port.isdigit() and int(port) < 65536:
-            return Address("tcp", host=host, port=int(port))
-    raise ServeError(f"--listen must be unix:PATH or tcp:HOST:PORT, got {text!r}")
+        hostport = split_host_port(rest.removeprefix("//"))
+        if hostport is not None and hostport[0]:
+            return Address("tcp", host=hostport[0], port=hostport[1])
+    raise ServeError(f"must be unix:PATH or tcp://HOST:PORT, got {text[:200]!r}")
+
+
+def split_host_port(text: str) -> tuple[str, int] | None:
+    """`HOST:PORT` (`[::1]:PORT` for an IPv6 host) as (host, port); None if it is not one. The
+    host may be empty."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not int(port) < 65536:
+        return None
+    return (host[1:-1] if host.startswith("[") and host.endswith("]") else host), int(port)
 
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
 
