@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from infill_engine import Engine, InfillParams, InfillRequest, load
+from infill_engine import Engine, InfillParams, InfillRequest, InfillResult, load
 from infill_engine import scheduler as scheduler_module
 from infill_engine.scheduler import Busy, Cancelled, DeadlineExceeded, Scheduler, Ticket
 
@@ -31,6 +31,24 @@ def fixed(span: int) -> InfillParams:
 @pytest.fixture(scope="module")
 def engine() -> Engine:
     return load("builtin", device="cpu")
+
+
+Alone = Callable[[str, str, int], InfillResult]
+
+
+@pytest.fixture(scope="module")
+def alone(engine: Engine) -> Alone:
+    """What a request decodes alone, in a plain block loop of its own (no scheduler): the
+    reference for batched ones, computed once per hole."""
+    done: dict[tuple[str, str, int], InfillResult] = {}
+
+    def result(prefix: str, suffix: str, span: int) -> InfillResult:
+        if (prefix, suffix, span) not in done:
+            request = engine.request(prefix, suffix, fixed(span))
+            done[prefix, suffix, span] = engine.run([request])[0]
+        return done[prefix, suffix, span]
+
+    return result
 
 
 class Recorder:
@@ -103,7 +121,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return c
 
 
-def test_requests_waiting_together_share_passes(engine: Engine, recorder: Recorder) -> None:
+def test_requests_waiting_together_share_passes(
+    engine: Engine, recorder: Recorder, alone: Alone
+) -> None:
     with Scheduler(engine, max_batch=8, start=False, on_join=recorder) as s:
         spans = [8, 12, 16, 8]
         tickets = [s.submit(PREFIX, SUFFIX, fixed(n)) for n in spans]
@@ -115,12 +135,12 @@ def test_requests_waiting_together_share_passes(engine: Engine, recorder: Record
     assert stats["steps"] == 16 and stats["row_steps"] == sum(spans) and stats["done"] == 4
     assert [r.nfe for r in results] == spans and all(t.batch_size == 4 for t in tickets)
     # greedy: a batched request decodes exactly what it decodes alone
-    alone = engine.run([engine.request(PREFIX, SUFFIX, fixed(12))])[0]
-    assert results[1].text == alone.text and results[1].token_ids == alone.token_ids
+    reference = alone(PREFIX, SUFFIX, 12)
+    assert results[1].text == reference.text and results[1].token_ids == reference.token_ids
 
 
 def test_a_request_joins_the_running_batch_at_the_next_step(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, alone: Alone
 ) -> None:
     """Continuous batching: a request that arrives while another decodes does not wait for it
     to end; it joins at the next step, decodes what it decodes alone, and leaves when done."""
@@ -148,10 +168,9 @@ def test_a_request_joins_the_running_batch_at_the_next_step(
     assert joined_at == [0, 3]  # the step after the one it arrived in
     assert short.batch_size == 2 and r_short.nfe == 8 and r_long.nfe == 48
     assert stats["steps"] == 48 and stats["row_steps"] == 56  # 8 steps had both rows
-    alone = engine.run([engine.request("x = [1, 2", "]\n", fixed(8))])[0]
-    assert r_short.token_ids == alone.token_ids
-    alone = engine.run([engine.request(PREFIX, SUFFIX, fixed(48))])[0]
-    assert r_long.token_ids == alone.token_ids  # the join left the running row untouched
+    assert r_short.token_ids == alone("x = [1, 2", "]\n", 8).token_ids
+    # the join left the running row untouched
+    assert r_long.token_ids == alone(PREFIX, SUFFIX, 48).token_ids
 
 
 def test_requests_join_up_to_max_batch_highest_priority_first_fifo_within(
