@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .server import DllmServer
+from .session import DllmServer
 from .transport import CHUNK, FrameReader, dispatch, error_frame, serve
 
 log = logging.getLogger(__name__)
