@@ -4,8 +4,8 @@
 (version and token), requests matched to replies by id, `cancel {id}` notifications, and, when
 the connection is lost, reconnection with exponential backoff until it is back or closed.
 
-The model runs in the service; what the planner and the context need here (the tokenizer and
-the model's positions) comes from the model's directory on this machine: `RemoteEngine`.
+The wire alone: what a request means to the language server (the engine service as its
+engine, the stand-in for the model's tokenizer and positions) is remote_engine.py's.
 """
 
 from __future__ import annotations
@@ -16,19 +16,8 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from infill_engine.loader import (
-    ModelLoadError,
-    load_tokenizer,
-    pick_family,
-    read_config,
-    read_threshold,
-    resolve_model_dir,
-)
-from infill_engine.models import ModelArgs
-from infill_engine.params import threshold_or_default
 from infill_engine.service import (
     CHUNK,
     MAX_FRAME,
@@ -82,51 +71,6 @@ def engine_token(explicit: str | None, env: Mapping[str, str] | None = None) -> 
     if explicit:
         return explicit
     return (os.environ if env is None else env).get(TOKEN_ENV) or None
-
-
-# -- what stays local -----------------------------------------------------------------------------
-@dataclass
-class RemoteEngine:
-    """The stand-in for `Engine` in remote mode: tokenizer and positions, no weights."""
-
-    model: str  # as the service names it
-    path: Path  # the directory the tokenizer and config.json came from
-    tokenizer: Any
-    args: ModelArgs
-    family: str
-    threshold: float  # the τ the directory recommends (what the service uses by default)
-    address: str
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
-
-
-def load_remote_engine(names: list[str], address: str) -> RemoteEngine:
-    """The tokenizer and config of the first of `names` (the service's model, then the user's
-    `model` setting) found on this machine. Blocking: run it off the event loop."""
-    reasons = []
-    for name in dict.fromkeys(names):
-        try:
-            path = resolve_model_dir(name)
-            config = read_config(path)
-            family = pick_family(config, qwen2_as_diffusion=True)
-            try:
-                args = family.parse_args(config)
-            except (TypeError, ValueError) as e:
-                raise ModelLoadError(f"{path / 'config.json'}: {e}") from e
-            tokenizer = load_tokenizer(path)
-            threshold = read_threshold(path)
-        except (ModelLoadError, OSError) as e:
-            reasons.append(str(e))
-            continue
-        tokenizer.model_max_length = 1 << 60  # the context is cut by token spans, not here
-        tau = threshold_or_default(threshold)
-        return RemoteEngine(names[0], path, tokenizer, args, family.name, tau, address)
-    raise ModelLoadError(
-        f"the engine service serves model {names[0]!r}, and its tokenizer is needed here too: "
-        + "; ".join(reasons)
-        + " (set `model` to a local copy of the model's directory)"
-    )
 
 
 # -- the connection -------------------------------------------------------------------------------

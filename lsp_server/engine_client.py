@@ -1,0 +1,140 @@
+"""What the language server asks of an engine, wherever it runs: the `EngineClient` protocol, the
+two errors a call may end in (`NotReady`, `Superseded`), and the one `Ledger` of the calls that
+every client writes to and `dllm/status` reads (counters, cancel flags of calls in flight).
+
+Two clients implement the protocol: the in-process engine (local_engine.py) and the engine
+service (remote_engine.py). backend.py holds one of them at a time; neither imports it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+from infill_engine import InfillParams, InfillResult
+from infill_engine.engine import RefineResult
+from infill_engine.planner import SpanPlan
+from infill_engine.scheduler import Priority
+
+State = Literal["idle", "loading", "ready", "failed"]
+
+
+class NotReady(Exception):
+    """The model is not loaded (yet, or at all)."""
+
+
+class Superseded(Exception):
+    """A newer request took over before this one reached the model."""
+
+
+@dataclass(frozen=True)
+class Fill:
+    """Fills of one hole, one per params (say, several span lengths). `priority` is the
+    caller's (`invoked`, `automatic`, `command`); `ids`: prefix and suffix as the model's ids,
+    when the caller tokenized them already (context.py)."""
+
+    prefix: str
+    suffix: str
+    params: list[InfillParams]
+    cancel: threading.Event
+    plan: SpanPlan | None
+    priority: Priority
+    ids: tuple[Sequence[int], Sequence[int]] | None
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """Remask `fraction` of `text`, between `prefix` and `suffix`, and decode it again."""
+
+    prefix: str
+    text: str
+    suffix: str
+    fraction: float
+    params: InfillParams
+    cancel: threading.Event
+
+
+class EngineClient(Protocol):
+    """One engine, in this process or behind a service. A set `cancel` flag (or a cancelled
+    caller) stops a call: `Superseded` when it had not reached the model yet."""
+
+    async def infill_many(self, fill: Fill) -> list[InfillResult]: ...
+
+    async def refine(self, job: Refinement) -> RefineResult: ...
+
+    def close(self) -> None:
+        """Queued calls never start, running ones stop at their next pass."""
+
+    def status(self) -> dict[str, Any]:
+        """The fields this client adds to `dllm/status`."""
+
+
+@dataclass
+class Counters:
+    requests: int = 0  # engine calls asked for
+    model_calls: int = 0  # engine calls that ran the model
+    cancelled: int = 0  # calls whose block loop stopped on the cancel flag
+    forward_passes: int = 0
+    last: dict[str, Any] = field(default_factory=dict)  # the latest call's result, in brief
+
+
+class Ledger:
+    """The counters, and the cancel flags of the calls not yet finished; thread-safe (a refine
+    records its result on its own thread)."""
+
+    def __init__(self) -> None:
+        self.counters = Counters()
+        self._lock = threading.Lock()
+        self._running: set[threading.Event] = set()
+
+    @contextmanager
+    def call(self, cancel: threading.Event) -> Iterator[None]:
+        """A model call, from start to finish: counted, and its cancel flag set by
+        `cancel_all` while it runs."""
+        with self._lock:
+            self.counters.requests += 1
+            self._running.add(cancel)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running.discard(cancel)
+
+    def cancel_all(self) -> None:
+        """The server closes: every call in flight stops."""
+        with self._lock:
+            for cancel in self._running:
+                cancel.set()
+
+    def record(self, results: Any, call_ms: float, **more: Any) -> None:
+        """A call that ran the model: its result (or a batch's), and `more` facts of it."""
+        batch = results if isinstance(results, list) else [results]
+        result = batch[0]
+        stop = getattr(result, "stop_reason", None)
+        nfe = max(int(getattr(r, "nfe", 0)) for r in batch)  # a batch's rows share passes
+        with self._lock:
+            c = self.counters
+            c.model_calls += 1
+            c.forward_passes += nfe
+            c.cancelled += stop == "cancelled"
+            c.last = {
+                "stop_reason": stop,
+                "nfe": nfe,
+                "tokens": getattr(result, "tokens", None),
+                "span": getattr(result, "span", None),
+                "elapsed_ms": getattr(result, "elapsed_ms", None),  # the block loop alone
+                "call_ms": round(call_ms, 3),  # the whole engine call, tokenization included
+                **more,
+            }
+
+    def superseded(self) -> None:
+        """A call the engine dropped before it ran (the service's `cancelled` reply)."""
+        with self._lock:
+            self.counters.cancelled += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return asdict(self.counters)
