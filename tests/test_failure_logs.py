@@ -97,15 +97,15 @@ def test_an_unusable_span_table_is_a_warning_and_keeps_its_good_rows(
     bad = tmp_path / "broken.json"
     bad.write_text("{ not json")
     caplog.set_level(logging.WARNING, "infill_engine.planner")
-    assert planner._table(bad) == {}
+    assert planner.load_table(bad) == {}
     assert any("broken.json" in r.getMessage() for r in caplog.records)
     caplog.clear()
     good = {"ratio": 1.5, "ratio_hi": 4.0, "default": 12, "default_hi": 40}
     partial = tmp_path / "partial.json"
     kinds = {"line": good, "statement": {**good, "ratio": "x"}, "expression": 3}
     partial.write_text(json.dumps({"kinds": kinds}))
-    table = planner._table(partial)
+    table = planner.load_table(partial)
     assert table == {"line": {k: float(v) for k, v in good.items()}}
     warned = " ".join(r.getMessage() for r in caplog.records)
     assert "'statement'" in warned and "'expression'" in warned and "'line'" not in warned
-    assert set(planner._table()) >= {"line", "statement", "expression"}  # the shipped one
+    assert set(planner.load_table()) >= {"line", "statement", "expression"}  # the shipped one

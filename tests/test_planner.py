@@ -294,7 +294,7 @@ def test_captures_near_the_cursor_are_the_whole_trees_captures_there(path: Path)
         tree = parser.parse(raw)
         every = grammars.captures(language_id, query, tree.root_node).get(capture, [])
         assert every
-        doc = planner._Doc(text, 0, language_id, tree)
+        doc = planner.Document(text, 0, language_id, tree)
         for _ in range(40):
             lo = rng.randrange(-10, len(raw))
             hi = lo + rng.choice([1, 2, 50, 400])
@@ -327,7 +327,7 @@ def test_far_sibling_bodies_are_found_as_with_one_wide_search(
     ]
     default = [planner.plan(text, o, language_id, encode) for o in offsets]
     assert any(p.kind == "function_body" and p.evidence is not None for p in default)
-    monkeypatch.setattr(planner, "RADII", (planner.WINDOW,))
+    monkeypatch.setattr(planner.evidence, "RADII", (planner.WINDOW,))
     assert [planner.plan(text, o, language_id, encode) for o in offsets] == default
 
 
