@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .batch import LiveBatch
 from .models import DiffusionTransformer
 from .params import InfillParams, InfillResult, threshold_or_default
 from .request import (
@@ -25,7 +26,7 @@ from .request import (
     auto_span,
     fit_context,
 )
-from .runner import Batch, BlockRunner, Observer, Row, RowRequest
+from .runner import BlockRunner, Observer, Row, RowRequest
 from .scheduler import MAX_BATCH, MAX_QUEUE, Cancelled, Scheduler
 from .stop import StopRule
 from .watchdog import Watchdog
@@ -143,7 +144,7 @@ class Engine:
         self.watchdog.close()
 
     def live_batch(self) -> LiveBatch:
-        return LiveBatch(self)
+        return LiveBatch(self.runner, self._lock, self._row, self._result)
 
     def request(
         self,
@@ -367,60 +368,6 @@ class Engine:
         if len(r) == 3:
             return self.request(r[0], r[1], r[2])
         raise ValueError(f"a request is (prefix, suffix[, params]); got {len(r)} items")
-
-
-class LiveBatch:
-    """Requests decoding together on one engine, joining and leaving between steps: the
-    scheduler's running batch. Keys are the caller's (the scheduler's tickets). Each step holds
-    the engine's lock, so a private `run` or a refine on the same model takes turns with it."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._batch: Batch = engine.runner.batch()
-        self._rows: dict[int, tuple[Any, InfillRequest]] = {}  # id(row) -> key, request
-        self._ready: list[tuple[Any, InfillResult]] = []  # ended without a pass
-
-    def __len__(self) -> int:
-        return len(self._batch) + len(self._ready)
-
-    @property
-    def nbytes(self) -> int:
-        """The K/V cache's bytes now (0 once every row has left)."""
-        return self._batch.cache.nbytes
-
-    def join(self, key: Any, request: InfillRequest) -> None:
-        """Add a request before the next step; raises ValueError for one the engine cannot
-        run (it never takes a slot)."""
-        row = self._engine._row(request)
-        with self._engine._lock:
-            ended = self._batch.admit([row])
-        if ended:
-            self._ready.append((key, self._engine._result(row, request)))
-        else:
-            self._rows[id(row)] = (key, request)  # the batch holds the row while it lives
-
-    def step(self) -> list[tuple[Any, InfillResult | Exception]]:
-        """One step of every request; the keys and outcomes of those that ended: a result, or
-        the error that failed that request alone (its stop rule raised or ran too long)."""
-        out: list[tuple[Any, InfillResult | Exception]] = list(self._ready)
-        self._ready = []
-        if len(self._batch):
-            with self._engine._lock:
-                ended = self._batch.step()
-            for row in ended:
-                key, request = self._rows.pop(id(row))
-                try:
-                    out.append((key, self._engine._result(row, request)))
-                except Exception as e:
-                    out.append((key, e))
-        return out
-
-    def fail(self) -> list[Any]:
-        """Drop every request (the model raised): their keys; the cache is freed."""
-        keys = [key for key, _ in (*self._rows.values(), *self._ready)]
-        self._rows, self._ready = {}, []
-        self._batch.close()
-        return keys
 
 
 @dataclass(frozen=True)
