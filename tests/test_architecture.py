@@ -1,5 +1,6 @@
 """The code's shape, checked: no import circle between the project's modules (imports inside
-functions count too: a lazy import that dodges a circle is still one)."""
+functions count too: a lazy import that dodges a circle is still one), and no source file
+outside lab/ over 450 lines."""
 
 from __future__ import annotations
 
@@ -90,3 +91,16 @@ def test_the_checker_finds_a_circle() -> None:
 
 def test_no_import_circle() -> None:
     assert circles(import_graph()) == []
+
+
+MAX_LINES = 450  # a file past this holds more than one concept; lab/ is offline tooling
+
+
+def test_no_source_file_outside_lab_is_over_the_limit() -> None:
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text().splitlines())
+        for path in modules().values()
+        if "lab" not in path.relative_to(ROOT).parts
+    }
+    assert len(sizes) > 50  # it sees the project
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
