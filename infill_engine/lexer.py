@@ -11,10 +11,13 @@ language without one), runs to the end of its line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from functools import cache
 
 QUOTES = "\"'`"
 OPENERS, CLOSERS = "([{", ")]}"
+STRUCTURE = OPENERS + CLOSERS + "\n"
 
 
 def code(text: str, comment: str) -> Iterator[tuple[int, str]]:
@@ -39,10 +42,17 @@ def strip_comment(line: str, comment: str) -> str:
     return line if at is None else line[:at]
 
 
+def structure(text: str, comment: str) -> Iterator[tuple[int, str]]:
+    """The brackets and newlines of `code(text, comment)`, all that the scanners of depth and
+    line ends read: the lexer jumps over the other characters instead of stepping through them
+    (a stop rule reads its span's text after every step of the block loop)."""
+    return ((i, c) for i, c in _lex(text, comment, skip=True) if c and c in STRUCTURE)
+
+
 def depth(text: str, comment: str) -> int:
     """Brackets opened and not closed in the code of text (negative: more closed)."""
     d = 0
-    for _, c in code(text, comment):
+    for _, c in structure(text, comment):
         if c in OPENERS:
             d += 1
         elif c in CLOSERS:
@@ -50,11 +60,23 @@ def depth(text: str, comment: str) -> int:
     return d
 
 
-def _lex(text: str, comment: str) -> Iterator[tuple[int, str]]:
+@cache
+def _plain(comment: str, quote: str) -> re.Pattern[str]:
+    """A run of characters that changes nothing: in code, none of newline, quote, bracket or
+    the comment mark's first character; in a string, none of newline, backslash or its quote."""
+    special = "\n\\" + quote if quote else "\n" + QUOTES + OPENERS + CLOSERS + comment[:1]
+    return re.compile(f"[^{re.escape(special)}]+")
+
+
+def _lex(text: str, comment: str, skip: bool = False) -> Iterator[tuple[int, str]]:
     """The code characters of text as (offset, character), and each comment's start as
-    (offset, "")."""
+    (offset, ""). `skip`: only those that matter to brackets and lines (structure)."""
     quote, i, n = "", 0, len(text)
     while i < n:
+        if skip and (run := _plain(comment, quote).match(text, i)) is not None:
+            i = run.end()
+            if i >= n:
+                return
         c = text[i]
         if c == "\n":
             quote = ""

@@ -97,7 +97,7 @@ class StopRule:
 
 def _scan(text: str, kind: StopKind, comment: str) -> int | None:
     depth = 0
-    for i, c in lexer.code(text, comment):
+    for i, c in lexer.structure(text, comment):
         if c in OPENERS:
             depth += 1
         elif c in CLOSERS:

@@ -51,3 +51,10 @@ def test_the_lexer_ends_and_yields_offsets_in_order(text: str, comment: str) -> 
         assert [i for i, c in enumerate(text) if c == "\n"] == [
             i for i, c in lexer.code(text, comment) if c == "\n"
         ]
+
+
+@given(st.text(alphabet="ab(){}[]\"'`#/\\\n x", max_size=300), st.sampled_from(["#", "//", ""]))
+def test_structure_is_the_brackets_and_newlines_of_the_code(text: str, comment: str) -> None:
+    # the fast path jumps over plain runs; it must see exactly what stepping through sees
+    want = [(i, c) for i, c in lexer.code(text, comment) if c in "()[]{}\n"]
+    assert list(lexer.structure(text, comment)) == want
