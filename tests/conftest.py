@@ -17,6 +17,9 @@ from lsp_client import SERVER
 from pytest_lsp import ClientServerConfig, LanguageClient
 from safetensors.torch import save_file
 
+TESTS = Path(__file__).resolve().parent
+DATA = TESTS / "data"  # fixture files: grammars/, syntax/
+ROOT = TESTS.parent  # the repository
 VOCAB = 320
 EOS_ID, MASK_ID = 0, 1
 
@@ -241,3 +244,42 @@ def biased(engine: Any, token: int, bias: float) -> torch.nn.Linear:
         new.bias[token] = bias
     engine.model.lm_head = new
     return old
+
+
+def greedy_reference(
+    engine: Any,
+    prefix: str,
+    suffix: str,
+    span: int,
+    block_size: int,
+    tau: float,
+    min_tokens: int = 0,
+) -> list[int]:
+    """Greedy threshold decoding recomputed from scratch, one `engine.logits` full pass per step
+    (decode.py's rule written out: every masked position with p >= tau, and the most likely
+    one; end tokens held off the first min_tokens positions; then the end-token rule); the ids
+    of the fill."""
+    mask, ends = engine.mask_id, list(engine.end_ids)
+    before, after = engine.encode(prefix), engine.encode(suffix)
+    canvas = torch.tensor(before + [mask] * span + after)
+    lo, hi = len(before), len(before) + span
+    for start in range(lo, hi, block_size):
+        stop = min(start + block_size, hi)
+        while bool((canvas[start:stop] == mask).any()):
+            logits = engine.logits(canvas[None])[0, start:stop].clone()
+            logits[:, [mask, *engine.reserved_ids]] = -torch.inf
+            early = min_tokens - (start - lo)
+            if early > 0:
+                logits[:early, ends] = -torch.inf
+            conf, token = torch.softmax(logits, dim=-1).max(dim=-1)
+            masked = canvas[start:stop] == mask
+            scores = conf.masked_fill(~masked, -torch.inf)
+            pick = masked & (scores >= tau)
+            pick[scores.argmax()] = True
+            canvas[start:stop][pick] = token[pick]
+            hits = [i for i, t in enumerate(canvas[lo:hi].tolist()) if t in ends]
+            if hits:
+                canvas[lo + hits[0] + 1 : hi] = ends[0]
+    ids = canvas[lo:hi].tolist()
+    hits = [i for i, t in enumerate(ids) if t in ends]
+    return ids[: hits[0]] if hits else ids

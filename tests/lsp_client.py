@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
@@ -134,3 +137,110 @@ async def inline(
 def item_text(item: lsp.InlineCompletionItem) -> str:
     t = item.insert_text
     return t if isinstance(t, str) else t.value
+
+
+class StdioPeer:
+    """A raw JSON-RPC peer on the server's stdio (robustness and fuzz tests): sends any JSON,
+    says yes to the server's requests (applyEdit, progress), and records replies by id, popups
+    (`shown`, `errors` of type Error), log messages, applied edits and stderr."""
+
+    def __init__(self, cmd: list[str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            cmd or SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
+        self.replies: dict[str, queue.Queue[dict[str, Any]]] = {}
+        self.shown: list[str] = []  # window/showMessage texts
+        self.errors: list[str] = []  # those of type Error
+        self.logged: list[str] = []  # window/logMessage texts
+        self.edits: list[dict[str, Any]] = []  # workspace/applyEdit params
+        self.stderr = bytearray()
+        self.next_id = 0
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
+        self._stderr = threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True)
+        self._stderr.start()
+
+    def _drain(self, stream: IO[bytes]) -> None:
+        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
+            self.stderr += chunk
+
+    def _read(self, stream: IO[bytes]) -> None:
+        while True:
+            length = 0
+            while (line := stream.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            if not line:
+                return
+            self._dispatch(json.loads(stream.read(length)))
+
+    def _dispatch(self, msg: dict[str, Any]) -> None:
+        method = msg.get("method")
+        if method == "window/showMessage":
+            self.shown.append(msg["params"]["message"])
+            if msg["params"]["type"] == 1:
+                self.errors.append(msg["params"]["message"])
+        elif method == "window/logMessage":
+            self.logged.append(msg["params"]["message"])
+        elif method is not None and "id" in msg:  # the server asks: say yes
+            if method == "workspace/applyEdit":
+                self.edits.append(msg["params"])
+            result = {"applied": True} if method == "workspace/applyEdit" else None
+            self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        elif method is None:
+            self._box(json.dumps(msg.get("id"))).put(msg)
+
+    def _box(self, key: str) -> queue.Queue[dict[str, Any]]:
+        with self._lock:
+            return self.replies.setdefault(key, queue.Queue())
+
+    def send(self, msg: Any) -> None:
+        # json.dumps' defaults: a lone surrogate goes as "\ud800", NaN as Python writes it
+        body = json.dumps(msg).encode()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        self.proc.stdin.flush()
+
+    def ask(self, method: Any, params: Any = None, omit: bool = False, **extra: Any) -> int:
+        """Send a request (without `params` when `omit`); its id."""
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method, **extra}
+        if not omit:
+            msg["params"] = params
+        self.send(msg)
+        return self.next_id
+
+    def reply(self, msg_id: Any, timeout: float = 30.0) -> dict[str, Any]:
+        """The reply to a request; TimeoutError when none comes in time."""
+        try:
+            return self._box(json.dumps(msg_id)).get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no reply to request {msg_id!r} in {timeout} s") from None
+
+    def notify(self, method: str, params: Any) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def open(self, uri: str, text: str, version: int = 1) -> None:
+        doc = {"uri": uri, "languageId": "python", "version": version, "text": text}
+        self.notify("textDocument/didOpen", {"textDocument": doc})
+
+    def wait_loaded(self, timeout: float = 120.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while (s := self.status())["state"] not in ("ready", "failed"):
+            assert time.monotonic() < deadline, "the model did not load"
+            time.sleep(0.05)
+        return s
+
+    def status(self) -> dict[str, Any]:
+        reply = self.reply(self.ask("dllm/status"))
+        assert "result" in reply, reply
+        return dict(reply["result"])
+
+    def kill(self) -> None:
+        """End the process, and read what it wrote to stderr up to its end."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        self._stderr.join(timeout=10)  # the pipe's end: every byte is in self.stderr
+        assert not self._stderr.is_alive()

@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from infill_engine.cli import split_at
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import json
 import math
-import queue
 import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from lsp_client import SERVER, init_params
+from lsp_client import StdioPeer, init_params
 from pygls.protocol import default_converter
 
 from lsp_server.options import (
@@ -218,76 +216,24 @@ def test_unknown_settings_are_few_short_messages() -> None:
 
 
 # -- the real server over stdio -------------------------------------------------------------------
-class Peer:
-    """A JSON-RPC peer on the server's stdio: sends any JSON, says yes to the server's requests
-    (applyEdit, progress), records replies, popups and stderr."""
+class Peer(StdioPeer):
+    """The server on stdio, every request bounded in time and its stalls and crashes counted."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
-        self.replies: dict[str, queue.Queue[dict[str, Any]]] = {}
-        self.shown: list[str] = []  # window/showMessage texts
-        self.edits = 0  # workspace/applyEdit requests
-        self.errors: list[str] = []  # those of type Error
-        self.stderr = bytearray()
-        self.next_id = 0
+        super().__init__()
         self.init_result: dict[str, Any] = {}
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
-        threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True).start()
-
-    def _drain(self, stream: IO[bytes]) -> None:
-        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
-            self.stderr += chunk
-
-    def _read(self, stream: IO[bytes]) -> None:
-        while True:
-            length = 0
-            while (line := stream.readline()) not in (b"\r\n", b""):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            if not line:
-                return
-            msg = json.loads(stream.read(length))
-            method = msg.get("method")
-            if method == "window/showMessage":
-                self.shown.append(msg["params"]["message"])
-                if msg["params"]["type"] == 1:
-                    self.errors.append(msg["params"]["message"])
-            elif method is not None and "id" in msg:  # the server asks: say yes
-                self.edits += method == "workspace/applyEdit"
-                applied = {"applied": True} if method == "workspace/applyEdit" else None
-                self.send({"jsonrpc": "2.0", "id": msg["id"], "result": applied})
-            elif method is None:
-                self._box(json.dumps(msg.get("id"))).put(msg)
-
-    def _box(self, key: str) -> queue.Queue[dict[str, Any]]:
-        with self._lock:
-            return self.replies.setdefault(key, queue.Queue())
-
-    def send(self, msg: Any) -> None:
-        body = json.dumps(msg).encode()  # NaN and Infinity go as Python writes them
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        self.proc.stdin.flush()
 
     def request(self, method: str, params: Any, timeout: float = BOUND_S) -> dict[str, Any]:
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        msg_id = self.ask(method, params)
         try:
-            return self._box(json.dumps(self.next_id)).get(timeout=timeout)
-        except queue.Empty:
+            return self.reply(msg_id, timeout)
+        except TimeoutError:
             FIGURES["stalls"] += 1
             code = self.proc.poll()
             if code is not None:
                 FIGURES["crashes"] += 1
                 raise AssertionError(f"the server exited ({code}) on {method}") from None
             raise AssertionError(f"no reply to {method} in {timeout} s") from None
-
-    def notify(self, method: str, params: Any) -> None:
-        self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
     def start(self, settings: Any) -> None:
         params = default_converter().unstructure(init_params())
@@ -297,23 +243,7 @@ class Peer:
         self.init_result = reply["result"]
         self.notify("initialized", {})
         self.open(URI, SOURCE)
-        self.wait_loaded()
-
-    def wait_loaded(self) -> dict[str, Any]:
-        deadline = time.monotonic() + LOAD_S
-        while (s := self.status())["state"] not in ("ready", "failed"):
-            assert time.monotonic() < deadline, "the model did not load"
-            time.sleep(0.05)
-        return s
-
-    def status(self) -> dict[str, Any]:
-        reply = self.request("dllm/status", None)
-        assert "result" in reply, reply
-        return dict(reply["result"])
-
-    def open(self, uri: str, text: str) -> None:
-        doc = {"uri": uri, "languageId": "python", "version": 1, "text": text}
-        self.notify("textDocument/didOpen", {"textDocument": doc})
+        self.wait_loaded(LOAD_S)
 
     def complete(self) -> list[dict[str, Any]]:
         params = {
@@ -500,11 +430,11 @@ def test_command_params_of_the_wrong_shape_are_invalid_params(
     document named "f" and told the user it was not open), an object for its keys, a number
     for the command's name; an unknown name came back whole in the error, and an instruction
     that is not a string was dropped while the selection was rewritten and applied anyway."""
-    shown, edits = len(peer.shown), peer.edits
+    shown, edits = len(peer.shown), len(peer.edits)
     reply = peer.request("workspace/executeCommand", params)
     assert reply.get("error", {}).get("code") == -32602, reply
     assert says in reply["error"]["message"] and len(reply["error"]["message"]) < 300
-    assert peer.shown[shown:] == [] and peer.edits == edits
+    assert peer.shown[shown:] == [] and len(peer.edits) == edits
 
 
 def test_a_long_uri_is_named_briefly(peer: Peer) -> None:

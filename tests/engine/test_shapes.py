@@ -5,18 +5,16 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from conftest import ROOT
 
 from infill_engine.lab import pass_timing
 from infill_engine.lab.bench import random_engine
 from infill_engine.models import DiffusionTransformer
 from infill_engine.models.shapes import SHAPES, parameter_count, shape_args
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(

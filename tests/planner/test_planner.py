@@ -12,6 +12,7 @@ import weakref
 from pathlib import Path
 
 import pytest
+from conftest import DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,7 @@ from infill_engine.lab.holes import HOLE_KINDS, holes
 from infill_engine.request import PREFIX_TOKENS, SUFFIX_TOKENS
 from lsp_server.trees import IncrementalTree
 
-FIXTURES = Path(__file__).parent / "data" / "grammars"
+FIXTURES = DATA / "grammars"
 
 
 def encode(text: str) -> list[int]:

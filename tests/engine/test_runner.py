@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import EOS_ID, VOCAB, biased
+from conftest import EOS_ID, VOCAB, biased, greedy_reference
 
 from infill_engine import Engine, InfillParams
 from infill_engine.cache import KVCache
@@ -16,35 +16,6 @@ from infill_engine.runner import Row, RowRequest, StepEvent
 
 PREFIX = "def add(a, b):\n    return"
 SUFFIX = "\n\nclass Point:\n"
-
-
-def greedy_reference(
-    engine: Engine, prefix: str, suffix: str, span: int, block_size: int, tau: float
-) -> list[int]:
-    """Greedy threshold decoding recomputed from scratch, one `engine.logits` full pass per step
-    (decode.py's rule written out: every masked position with p >= tau, and the most likely
-    one; then the end-token rule); the ids of the fill."""
-    mask, ends = engine.mask_id, list(engine.end_ids)
-    before, after = engine.encode(prefix), engine.encode(suffix)
-    canvas = torch.tensor(before + [mask] * span + after)
-    lo, hi = len(before), len(before) + span
-    for start in range(lo, hi, block_size):
-        stop = min(start + block_size, hi)
-        while bool((canvas[start:stop] == mask).any()):
-            logits = engine.logits(canvas[None])[0, start:stop].clone()
-            logits[:, [mask, *engine.reserved_ids]] = -torch.inf
-            conf, token = torch.softmax(logits, dim=-1).max(dim=-1)
-            masked = canvas[start:stop] == mask
-            scores = conf.masked_fill(~masked, -torch.inf)
-            pick = masked & (scores >= tau)
-            pick[scores.argmax()] = True
-            canvas[start:stop][pick] = token[pick]
-            hits = [i for i, t in enumerate(canvas[lo:hi].tolist()) if t in ends]
-            if hits:
-                canvas[lo + hits[0] + 1 : hi] = ends[0]
-    ids = canvas[lo:hi].tolist()
-    hits = [i for i, t in enumerate(ids) if t in ends]
-    return ids[: hits[0]] if hits else ids
 
 
 def count_calls(engine: Engine) -> tuple[list[int], Any]:

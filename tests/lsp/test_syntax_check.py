@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import DATA
 
 from lsp_server import syntax
 from lsp_server.commands import CommandError, Edit, _checked
 from lsp_server.context import Tokens, build_context
 from lsp_server.finish import finish
 
-STORE = (Path(__file__).parent / "data" / "syntax" / "store.py").read_text("utf-8")
+STORE = (DATA / "syntax" / "store.py").read_text("utf-8")
 
 
 def compiles(source: str) -> bool:

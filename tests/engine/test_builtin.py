@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import torch
+from conftest import greedy_reference
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from infill_engine import Engine, InfillParams, load
@@ -103,39 +103,6 @@ def test_masked_tokens_are_predicted_far_above_frequency(engine: Engine) -> None
     assert acc >= 4 * unigram_accuracy(windows, pos, None)
 
 
-def greedy_reference(
-    engine: Engine, prefix: str, suffix: str, p: InfillParams, span: int
-) -> list[int]:
-    """Greedy threshold decoding recomputed from scratch, one `engine.logits` full pass per step
-    (decode.py's rule written out: every masked position with p >= tau, and the most likely
-    one; end tokens held off the first min_tokens positions; then the end-token rule)."""
-    assert p.threshold is not None and p.temperature == 0
-    mask, ends = engine.mask_id, list(engine.end_ids)
-    before, after = engine.encode(prefix), engine.encode(suffix)
-    canvas = torch.tensor(before + [mask] * span + after)
-    lo, hi = len(before), len(before) + span
-    for start in range(lo, hi, p.block_size):
-        stop = min(start + p.block_size, hi)
-        while bool((canvas[start:stop] == mask).any()):
-            logits = engine.logits(canvas[None])[0, start:stop].clone()
-            logits[:, [mask, *engine.reserved_ids]] = -torch.inf
-            early = p.min_tokens - (start - lo)
-            if early > 0:
-                logits[:early, ends] = -torch.inf
-            conf, token = torch.softmax(logits, dim=-1).max(dim=-1)
-            masked = canvas[start:stop] == mask
-            scores = conf.masked_fill(~masked, -torch.inf)
-            pick = masked & (scores >= p.threshold)
-            pick[scores.argmax()] = True
-            canvas[start:stop][pick] = token[pick]
-            hits = [i for i, t in enumerate(canvas[lo:hi].tolist()) if t in ends]
-            if hits:
-                canvas[lo + hits[0] + 1 : hi] = ends[0]
-    ids = canvas[lo:hi].tolist()
-    hits = [i for i, t in enumerate(ids) if t in ends]
-    return ids[: hits[0]] if hits else ids
-
-
 GREEDY_HOLES = [
     ("def area(w, h):\n    ", "\n"),
     ("class Point:\n    def __init__(self, x, y):\n        self.x = x\n        ", "\n"),
@@ -154,7 +121,9 @@ def test_greedy_decodes_what_the_logits_say(
     p = InfillParams(span=24, block_size=8, threshold=threshold, cache="none", min_tokens=12)
     r = engine.infill(prefix, suffix, p)
     assert len(r.token_ids) >= 12 and r.nfe >= 3  # several steps, several blocks
-    assert r.token_ids == greedy_reference(engine, prefix, suffix, p, 24)
+    assert p.threshold is not None
+    want = greedy_reference(engine, prefix, suffix, 24, p.block_size, p.threshold, p.min_tokens)
+    assert r.token_ids == want
     # the dual cache's fill does not depend on what else shares its batch
     dual = replace(p, cache="dual")
     alone = engine.infill(prefix, suffix, dual)

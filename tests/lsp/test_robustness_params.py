@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import itertools
 import json
-import queue
-import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lsp_client import SERVER, SLOW, init_params
+from lsp_client import SERVER, SLOW, StdioPeer, init_params
 from pygls.protocol import default_converter
 
 URI = "file:///work/robust.py"
@@ -30,108 +27,24 @@ CLIENT_ERRORS = (-32602, -32600, -32601)  # InvalidParams, InvalidRequest, Metho
 FAST = {"decode": {"maxSpan": 8, "span": 8}, "candidates": 1}  # keep model calls short
 
 
-class Raw:
-    """A JSON-RPC peer on the server's stdio: sends any JSON, answers the server's requests
-    (applyEdit, progress), and records replies, notifications and stderr."""
-
-    def __init__(self, cmd: list[str] | None = None) -> None:
-        self.proc = subprocess.Popen(
-            cmd or SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
-        self.replies: dict[Any, queue.Queue[dict[str, Any]]] = {}
-        self.shown: list[str] = []  # window/showMessage texts
-        self.logged: list[str] = []  # window/logMessage texts
-        self.edits: list[dict[str, Any]] = []  # workspace/applyEdit params
-        self.stderr = bytearray()
-        self.next_id = 0
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
-        self._stderr = threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True)
-        self._stderr.start()
-
-    def _drain(self, stream: IO[bytes]) -> None:
-        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
-            self.stderr += chunk
-
-    def _read(self, stream: IO[bytes]) -> None:
-        while True:
-            length = 0
-            while (line := stream.readline()) not in (b"\r\n", b""):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            if not line:
-                return
-            self._dispatch(json.loads(stream.read(length)))
-
-    def _dispatch(self, msg: dict[str, Any]) -> None:
-        method = msg.get("method")
-        if method == "window/showMessage":
-            self.shown.append(msg["params"]["message"])
-        elif method == "window/logMessage":
-            self.logged.append(msg["params"]["message"])
-        elif method is not None and "id" in msg:  # the server asks: say yes
-            if method == "workspace/applyEdit":
-                self.edits.append(msg["params"])
-            result = {"applied": True} if method == "workspace/applyEdit" else None
-            self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
-        elif method is None:
-            self._box(json.dumps(msg.get("id"))).put(msg)
-
-    def _box(self, key: str) -> queue.Queue[dict[str, Any]]:
-        with self._lock:
-            return self.replies.setdefault(key, queue.Queue())
-
-    def send(self, msg: Any) -> None:
-        body = json.dumps(msg).encode()  # ensure_ascii: a lone surrogate goes as "\ud800"
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        self.proc.stdin.flush()
+class Raw(StdioPeer):
+    """The server on stdio, started with short model calls."""
 
     def request(self, method: Any, params: Any = None, omit: bool = False, **extra: Any) -> Any:
         """Send a request; return its reply message (TimeoutError when none comes)."""
-        self.next_id += 1
-        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method, **extra}
-        if not omit:
-            msg["params"] = params
-        self.send(msg)
-        return self.reply(msg["id"])
-
-    def reply(self, msg_id: Any, timeout: float = 30.0) -> dict[str, Any]:
-        try:
-            return self._box(json.dumps(msg_id)).get(timeout=timeout)
-        except queue.Empty:
-            raise TimeoutError(f"no reply to request {msg_id!r}") from None
-
-    def notify(self, method: str, params: Any) -> None:
-        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+        return self.reply(self.ask(method, params, omit, **extra))
 
     def start(self, settings: dict[str, Any] | None = None) -> None:
         params = default_converter().unstructure(init_params(settings={**FAST, **(settings or {})}))
         assert "result" in self.request("initialize", params)
         self.notify("initialized", {})
-        deadline = time.monotonic() + 120
-        while self.status()["state"] not in ("ready", "failed"):
-            assert time.monotonic() < deadline, "the model did not load"
-            time.sleep(0.05)
-
-    def status(self) -> dict[str, Any]:
-        return dict(self.request("dllm/status", None)["result"])
-
-    def open(self, uri: str, text: str, version: int = 1) -> None:
-        doc = {"uri": uri, "languageId": "python", "version": version, "text": text}
-        self.notify("textDocument/didOpen", {"textDocument": doc})
+        self.wait_loaded()
 
     def complete(self, uri: str, line: int, character: int) -> Any:
         return self.request("textDocument/inlineCompletion", inline(uri, line, character))
 
     def close(self) -> None:
-        """End the process, and read what it wrote to stderr up to its end."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-        self._stderr.join(timeout=10)  # the pipe's end: every byte is in self.stderr
-        assert not self._stderr.is_alive()
+        self.kill()
 
 
 def inline(uri: str, line: int, character: int) -> dict[str, Any]:

@@ -8,16 +8,16 @@ import importlib.metadata
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from conftest import DATA as FIXTURE_DATA
+from conftest import ROOT
 from tree_sitter import Language, Parser, Query, Tree
 
 import grammars
 from lsp_server import syntax
 
-DATA = Path(__file__).parent / "data" / "grammars"
-ROOT = Path(__file__).parent.parent
+DATA = FIXTURE_DATA / "grammars"
 LANGUAGES = (
     "python",
     "javascript",
