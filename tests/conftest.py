@@ -7,6 +7,7 @@ serve as the reference in the parity tests. A small byte-level BPE makes text ro
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -220,10 +221,12 @@ def dream_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def dream_engine(dream_dir: Path) -> Any:
+def dream_engine(dream_dir: Path) -> Iterator[Any]:
     from infill_engine import load
 
-    return load(str(dream_dir), device="cpu")
+    engine = load(str(dream_dir), device="cpu")
+    yield engine
+    engine.close()
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))

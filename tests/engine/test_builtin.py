@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import sysconfig
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,8 +30,10 @@ TRICKY = [
 
 
 @pytest.fixture(scope="module")
-def engine() -> Engine:
-    return load("builtin", device="cpu")
+def engine() -> Iterator[Engine]:
+    e = load("builtin", device="cpu")
+    yield e
+    e.close()  # its scheduler's and watchdog's threads end with the module
 
 
 def test_builtin_dir_is_complete() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -29,8 +29,10 @@ def fixed(span: int) -> InfillParams:
 
 
 @pytest.fixture(scope="module")
-def engine() -> Engine:
-    return load("builtin", device="cpu")
+def engine() -> Iterator[Engine]:
+    e = load("builtin", device="cpu")
+    yield e
+    e.close()  # its scheduler's and watchdog's threads end with the module
 
 
 Alone = Callable[[str, str, int], InfillResult]

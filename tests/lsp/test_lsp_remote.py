@@ -34,8 +34,10 @@ GREEDY = InfillParams(span=16, max_span=64, min_tokens=1)
 
 
 @pytest.fixture(scope="module")
-def engine() -> Engine:
-    return load("builtin", device="cpu")
+def engine() -> Iterator[Engine]:
+    e = load("builtin", device="cpu")
+    yield e
+    e.close()  # its scheduler's and watchdog's threads end with the module
 
 
 def start_service(

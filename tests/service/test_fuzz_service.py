@@ -337,8 +337,10 @@ def valid_id(rid: Any) -> bool:
 
 # -- the service ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def engine() -> Engine:
-    return load("builtin", device="cpu")
+def engine() -> Iterator[Engine]:
+    e = load("builtin", device="cpu")
+    yield e
+    e.close()  # its scheduler's and watchdog's threads end with the module
 
 
 class Target:

@@ -55,8 +55,10 @@ def fixed(span: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def engine() -> Engine:
-    return load("builtin", device="cpu")
+def engine() -> Iterator[Engine]:
+    e = load("builtin", device="cpu")
+    yield e
+    e.close()  # its scheduler's and watchdog's threads end with the module
 
 
 @pytest.fixture
