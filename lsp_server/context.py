@@ -66,9 +66,10 @@ def _tail(s: str, tokenize: Tokenize, budget: int) -> tuple[str, tuple[int, ...]
     start = toks.spans[first][0]
     nl = s.find("\n", max(0, start - 1))
     if 0 <= nl < len(s) - 1:
-        # the first token past that newline; it may begin with the newline itself
-        first = next(i for i in range(first, n) if toks.spans[i][1] > nl + 1)
-        start = min(toks.spans[first][0], nl + 1)
+        # the first token past that newline; it may begin with the newline itself. None past
+        # it: what follows is whitespace the tokenizer leaves out
+        first = next((i for i in range(first, n) if toks.spans[i][1] > nl + 1), n)
+        start = min(toks.spans[first][0], nl + 1) if first < n else nl + 1
     return s[start:], tuple(toks.ids[first:])
 
 

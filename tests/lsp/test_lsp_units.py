@@ -78,6 +78,16 @@ def test_context_cuts_a_huge_line_by_characters() -> None:
     assert text.endswith(ctx.prefix + "]")
 
 
+def test_a_tail_of_untokenized_whitespace_is_kept_as_text_with_no_ids() -> None:
+    # a tokenizer that leaves whitespace out, the cursor on an indented blank line past budget
+    text = "aaa bbb ccc\n    "
+    ctx = build_context(text, len(text), word_spans, prefix_tokens=2, suffix_tokens=0)
+    assert (ctx.prefix, ctx.prefix_ids) == ("    ", ())
+    text = "aaa bbb ccc\n    ddd"
+    ctx = build_context(text, len(text), word_spans, prefix_tokens=2, suffix_tokens=0)
+    assert ctx.prefix == "    ddd" and len(ctx.prefix_ids) == 1
+
+
 def test_zero_budget_and_empty_document() -> None:
     assert build_context("", 0, word_spans, 10, 10).prefix == ""
     ctx = build_context("a b c\n", 3, word_spans, 0, 0)
