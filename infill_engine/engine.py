@@ -333,10 +333,10 @@ class Engine:
         return keep
 
     def _result(self, row: Row, request: InfillRequest) -> InfillResult:
-        stop = row.end_at if row.end_at is not None else row.span_end
-        ids = [t for t in row.canvas[row.span_start : stop].tolist() if t != self.mask_id]
         if row.error is not None:
             raise row.error
+        stop = row.end_at if row.end_at is not None else row.span_end
+        ids = [t for t in row.canvas[row.span_start : stop].tolist() if t != self.mask_id]
         if row.stop_reason is None:
             raise RuntimeError("the block loop returned an unfinished row")
         text = self.decode_ids(ids)

@@ -183,3 +183,11 @@ def point_at(text: str, offset: int) -> tuple[int, int]:
     offset = _clamp(offset, text)
     start = text.rfind("\n", 0, offset) + 1
     return text.count("\n", 0, offset), byte_offset(text[start:offset], offset - start)
+
+
+def point_after(point: tuple[int, int], data: bytes) -> tuple[int, int]:
+    """The (row, byte column) reached from point by the bytes data."""
+    rows = data.count(b"\n")
+    if rows == 0:
+        return point[0], point[1] + len(data)
+    return point[0] + rows, len(data) - data.rfind(b"\n") - 1

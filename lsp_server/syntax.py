@@ -226,14 +226,6 @@ def _document_compiles(language_id: str, source: str) -> bool:
     return _NATIVE[language_id](source)
 
 
-def _point_after(point: tuple[int, int], data: bytes) -> tuple[int, int]:
-    """The (row, byte column) reached from point by the bytes data."""
-    rows = data.count(b"\n")
-    if rows == 0:
-        return point[0], point[1] + len(data)
-    return point[0] + rows, len(data) - data.rfind(b"\n") - 1
-
-
 @dataclass(frozen=True)
 class Around:
     """The document around an insertion: its text before and after, and the text the insertion
@@ -269,7 +261,7 @@ class Check:
         self._head = around.before.encode("utf-8")
         self._old = around.replaced.encode("utf-8")
         self._tail = around.after.encode("utf-8")
-        self._at = _point_after((0, 0), self._head)
+        self._at = positions.point_after((0, 0), self._head)
         self._base: _Parsed | None = None
 
     @property
@@ -301,8 +293,8 @@ class Check:
             old_end_byte=old_end,
             new_end_byte=at + len(new),
             start_point=self._at,
-            old_end_point=_point_after(self._at, self._old),
-            new_end_point=_point_after(self._at, new),
+            old_end_point=positions.point_after(self._at, self._old),
+            new_end_point=positions.point_after(self._at, new),
         )
         source = self._head + new + self._tail
         # Reusing the document's subtrees makes the parse of a text that stays clean a fraction
