@@ -88,8 +88,8 @@ class LocalEngineClient:
         engine, cancel = self.engine, job.cancel
 
         def work() -> RefineResult:
-            # A refine is one loop of its own; it takes turns with the scheduler's steps on the
-            # engine's lock.
+            # One scoring pass, then a row of the engine's running batch at command priority
+            # (Engine.refine): this thread only waits for it.
             t0 = time.perf_counter()
             result = engine.refine(
                 job.prefix, job.text, job.suffix, job.fraction, job.params, cancel
@@ -101,5 +101,5 @@ class LocalEngineClient:
             try:
                 return await asyncio.to_thread(work)
             except asyncio.CancelledError:
-                cancel.set()  # the loop stops at its next pass; its result is dropped
+                cancel.set()  # the row leaves at its next step; its result is dropped
                 raise
