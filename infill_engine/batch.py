@@ -16,7 +16,7 @@ from .runner import Batch, BlockRunner, Row
 class LiveBatch:
     """Requests decoding together on one engine, joining and leaving between steps: the
     scheduler's running batch. Keys are the caller's (the scheduler's tickets). Each step holds
-    the engine's lock, so a private `run` or a refine on the same model takes turns with it."""
+    the engine's lock, so a private `run` or a refine's scoring pass takes turns with it."""
 
     def __init__(
         self,
