@@ -87,3 +87,14 @@ def fit_context(prefix: list[int], suffix: list[int], room: int) -> tuple[list[i
     context cut to the planner's budgets already fits: nothing is trimmed twice."""
     keep_prefix, keep_suffix = budgets(room, 0, len(prefix), len(suffix))
     return prefix[len(prefix) - keep_prefix :], suffix[:keep_suffix]
+
+
+def candidate_spans(base: int, cap: int, candidates: int) -> list[int]:
+    """The initial spans of `candidates` fills of one hole: the planned (or fixed) span `base`,
+    then twice and half of it, each within [1, cap] and none twice. One candidate: `base`."""
+    spans: list[int] = []
+    for s in (base, base * 2, base // 2):
+        s = max(1, min(s, cap))
+        if s not in spans:
+            spans.append(s)
+    return spans[: max(1, candidates)]

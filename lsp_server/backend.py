@@ -23,12 +23,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from infill_engine import Engine, InfillParams, InfillResult, load
+from infill_engine.context import Tokens, tokenize_with
 from infill_engine.engine import RefineResult
 from infill_engine.loader import ModelLoadError
 from infill_engine.planner import SpanPlan
 from infill_engine.scheduler import PRIORITIES, Priority
 
-from .context import Tokens
 from .engine_client import (
     Counters,
     EngineClient,
@@ -154,13 +154,7 @@ class Backend:
         tok = engine.tokenizer
         if tok is None:
             raise NotReady("the model has no tokenizer")
-        fast = getattr(tok, "backend_tokenizer", None)  # the Rust tokenizer: no wrapper cost
-        if fast is not None:
-            enc = fast.encode(text, add_special_tokens=False)
-            return Tokens(enc.ids, enc.offsets)
-        out = tok(text, add_special_tokens=False, return_offsets_mapping=True)
-        spans = [(int(a), int(b)) for a, b in out["offset_mapping"]]
-        return Tokens(list(out["input_ids"]), spans)
+        return tokenize_with(tok, text)
 
     # -- model calls ------------------------------------------------------------------------------
     def ready_engine(self) -> Engine | RemoteEngine:

@@ -10,11 +10,11 @@ import threading
 from dataclasses import dataclass
 
 import grammars
+from infill_engine.context import Context, build_context
 from infill_engine.planner import SpanPlan
 
 from . import syntax
 from .backend import Backend
-from .context import Context, build_context
 from .finish import finish
 from .options import Options, infill_params, span_plan
 

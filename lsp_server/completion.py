@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from infill_engine.context import build_context
 from infill_engine.planner import SpanPlan
 from infill_engine.scheduler import Priority
 
 from .backend import Backend, Superseded
-from .context import build_context
 from .debounce import AdaptiveDebounce
 from .finish import finish
 from .options import Options, infill_params, span_plan

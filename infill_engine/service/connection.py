@@ -13,15 +13,16 @@ import contextlib
 import hmac
 import logging
 import threading
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..params import InfillParams, InfillResult
-from ..scheduler import PRIORITIES, Busy, Priority, Scheduler, SchedulerError, Ticket
+from ..request import InfillRequest
+from ..scheduler import PRIORITIES, Priority, Scheduler, SchedulerError, Ticket
 from .frames import CHUNK, FrameError, FrameReader, Message, encode_frame
+from .native import NativeAsk, Prepared, native_result, parse_native, prepare
 from .wire import (
     PROTOCOL_VERSION,
     BadRequest,
@@ -33,6 +34,9 @@ from .wire import (
     parse_plan,
     result_dict,
 )
+from .work import Build, Pending, Refusal, run_rows
+
+NATIVE = "v2/infill"  # the message of the native call: the service plans the span
 
 log = logging.getLogger("infill_engine.service")
 
@@ -62,13 +66,6 @@ class Host(Protocol):
 
     def health(self) -> dict[str, Any]: ...
     def stats(self) -> dict[str, Any]: ...
-
-
-@dataclass
-class Pending:
-    cancel: threading.Event
-    received: float
-    ticket: Ticket | None = None
 
 
 class Connection:
@@ -123,9 +120,7 @@ class Connection:
 
     def cancel_all(self) -> None:
         for pending in list(self.inflight.values()):
-            pending.cancel.set()  # a request still being encoded is cancelled once queued
-            if pending.ticket is not None:
-                self.service.scheduler.cancel(pending.ticket)
+            pending.stop(self.service.scheduler)  # rows still being built: once queued
             self.service.counters.disconnect_cancels += 1
         self.inflight.clear()
 
@@ -227,6 +222,8 @@ class Connection:
             return None
         if kind == "infill":
             self._infill(rid, item)
+        elif kind == NATIVE:
+            self._native(rid, item)
         elif kind == "refine":
             self._refine(rid, item)
         elif kind == "health":
@@ -245,9 +242,7 @@ class Connection:
         pending = self.inflight.get(rid)
         if pending is None:
             return  # finished already, or never was
-        pending.cancel.set()
-        if pending.ticket is not None:
-            self.service.scheduler.cancel(pending.ticket)
+        pending.stop(self.service.scheduler)
 
     def _admit(self, rid: RequestId, kind: str) -> bool:
         """Room for one more request in flight with this id; else the error is sent."""
@@ -288,7 +283,7 @@ class Connection:
 
     def _start(self, rid: RequestId, work: Callable[[Pending], Awaitable[None]]) -> None:
         """Register a request in flight and run its work on the loop."""
-        pending = Pending(threading.Event(), time.monotonic())
+        pending = Pending(threading.Event())
         self.inflight[rid] = pending
         task = asyncio.ensure_future(work(pending))
         self._tasks.add(task)
@@ -368,57 +363,53 @@ class Connection:
         priority: Priority,
         deadline_ms: float | None,
     ) -> None:
-        scheduler = self.service.scheduler
+        engine = self.service.scheduler.engine
 
-        def submit() -> Ticket:
-            deadline_s = None
-            if deadline_ms is not None:
-                deadline_s = deadline_ms / 1000 - (time.monotonic() - pending.received)
-            return scheduler.submit(
-                prefix,
-                suffix,
-                params,
-                plan=plan,
-                priority=priority,
-                deadline_s=deadline_s,
-                cancel=pending.cancel,
-            )
+        def build(cancel: threading.Event) -> list[InfillRequest]:
+            return [engine.request(prefix, suffix, params, plan=plan, cancel=cancel)]
 
         try:
-            ticket = await self.loop.run_in_executor(self.service.encoder, submit)
-        except Busy as e:
-            self._reply(rid, pending, error(rid, "infill", e.code, str(e)))
-            return
-        except ValueError as e:
-            self._reply(rid, pending, error(rid, "infill", "bad_request", str(e)[:300]))
-            return
-        except Exception as e:  # the encoder pool shut down, a tokenizer failure
-            log.error("infill %r could not be queued", rid, exc_info=e)
-            self._reply(rid, pending, error(rid, "infill", "internal", str(e)[:300]))
-            return
-        pending.ticket = ticket
-        if pending.cancel.is_set():  # cancelled (or disconnected) while it was being encoded
-            scheduler.cancel(ticket)
-        ticket.future.add_done_callback(lambda _: self._done_threadsafe(rid, pending, ticket))
-
-    def _done_threadsafe(self, rid: RequestId, pending: Pending, ticket: Ticket) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting
-            self.loop.call_soon_threadsafe(self._done, rid, pending, ticket)
-
-    def _done(self, rid: RequestId, pending: Pending, ticket: Ticket) -> None:
-        future: Future[InfillResult] = ticket.future
-        exc = future.exception() if not future.cancelled() else SchedulerError("cancelled")
-        if isinstance(exc, SchedulerError):
-            reply = error(rid, "infill", exc.code, str(exc))
-        elif exc is not None:
-            reply = error(rid, "infill", "internal", f"{type(exc).__name__}: {exc}"[:300])
+            [(result, ticket)] = await self._rows(pending, build, priority, deadline_ms)
+        except Refusal as e:
+            reply = error(rid, "infill", e.code, e.message)
         else:
-            result = future.result()
-            if result.stop_reason == "cancelled":
-                reply = error(rid, "infill", "cancelled", f"cancelled after {result.nfe} passes")
-            else:
-                reply = {"type": "infill", "id": rid, "result": result_dict(result, ticket)}
+            reply = {"type": "infill", "id": rid, "result": result_dict(result, ticket)}
         self._reply(rid, pending, reply)
+
+    def _native(self, rid: RequestId, msg: Message) -> None:
+        """`v2/infill`: the service plans the span and cuts the context (native.py)."""
+        if not self._admit(rid, NATIVE):
+            return
+        try:
+            ask = parse_native(msg)
+        except BadRequest as e:
+            self.send(error(rid, NATIVE, e.code, str(e)))
+            return
+        self._start(rid, lambda p: self._run_native(rid, p, ask))
+
+    async def _run_native(self, rid: RequestId, pending: Pending, ask: NativeAsk) -> None:
+        engine = self.service.scheduler.engine
+        prepared: list[Prepared] = []
+
+        def build(cancel: threading.Event) -> list[InfillRequest]:
+            prepared.append(prepare(engine, ask, cancel))
+            return prepared[0].requests
+
+        try:
+            done = await self._rows(pending, build, ask.priority, ask.deadline_ms)
+        except Refusal as e:
+            reply = error(rid, NATIVE, e.code, e.message)
+        else:
+            reply = {"type": NATIVE, "id": rid, "result": native_result(prepared[0], done)}
+        self._reply(rid, pending, reply)
+
+    async def _rows(
+        self, pending: Pending, build: Build, priority: Priority, deadline_ms: float | None
+    ) -> list[tuple[InfillResult, Ticket]]:
+        service = self.service
+        return await run_rows(
+            service.scheduler, service.encoder, pending, build, priority, deadline_ms
+        )
 
     def _reply(self, rid: RequestId, pending: Pending, reply: Message) -> None:
         if self.inflight.get(rid) is pending:

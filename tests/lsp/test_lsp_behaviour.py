@@ -86,7 +86,7 @@ async def test_did_close_forgets_the_document(client: LanguageClient) -> None:
 def test_span_candidates() -> None:
     """An invoked request tries the plan, twice it and half it (capped, de-duplicated, at most
     `candidates`); an automatic one only the plan."""
-    from lsp_server.context import Context
+    from infill_engine.context import Context
 
     ctx = Context("x = ", "\n", 0, 0)
 

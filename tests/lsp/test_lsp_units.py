@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from infill_engine.context import Tokens, build_context
 from lsp_server import syntax
-from lsp_server.context import Tokens, build_context
 from lsp_server.options import Options, describe, parse_options
 
 

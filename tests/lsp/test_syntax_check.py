@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import DATA
 
+from infill_engine.context import Tokens, build_context
 from lsp_server import syntax
 from lsp_server.commands import CommandError, Edit, _checked
-from lsp_server.context import Tokens, build_context
 from lsp_server.finish import finish
 
 STORE = (DATA / "syntax" / "store.py").read_text("utf-8")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,20 @@ class Tokens:
 
 
 Tokenize = Callable[[str], Tokens]
+
+
+def tokenize_with(tokenizer: Any, text: str) -> Tokens:
+    """`text`'s ids and character spans under a Hugging Face tokenizer, no special tokens; the
+    Rust tokenizer directly when there is one (no wrapper cost)."""
+    fast = getattr(tokenizer, "backend_tokenizer", None)
+    if fast is not None:
+        enc = fast.encode(text, add_special_tokens=False)
+        return Tokens(enc.ids, enc.offsets)
+    out = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    spans = [(int(a), int(b)) for a, b in out["offset_mapping"]]
+    return Tokens(list(out["input_ids"]), spans)
+
+
 CHARS_PER_TOKEN_BOUND = 8
 
 

@@ -1,0 +1,166 @@
+"""The native call, `v2/infill`: a document (or a window of it) and a cursor in, the fills out.
+
+The service does what a client would otherwise need the model's files for: it plans the span
+(planner.plan: the hole's kind, span, stop rule and context budgets), cuts the context to the
+budgets and tokenizes it once (context.py), and queues one row per candidate span. A client needs
+no tokenizer, no weights and no torch; it sends text and gets text.
+
+Request fields (a JSON object or a msgpack map):
+
+| field        | type                                  | default       |
+|--------------|---------------------------------------|---------------|
+| text         | str: the document, or a window of it  | required      |
+| offset       | int: the cursor, in code points       | required      |
+| end          | int > offset: a selection's end       | none          |
+| languageId   | str: an LSP language id               | "plaintext"   |
+| trigger      | "automatic", "invoked" or "command"   | "automatic"   |
+| candidates   | int in [1, 4]: fills of different spans | 1           |
+| prefixTokens | int: context budget before the cursor | 1024          |
+| suffixTokens | int: context budget after it          | 512           |
+| params       | map: InfillParams fields (wire.py)    | {}            |
+| deadline_ms  | number: give up if not started by then| none          |
+
+The reply: `items` (one per candidate: text, tokens, span, stop_reason, passes, timings),
+`plan` (kind, span, max_span, budgets) and `context` (the character range of `text` the model
+saw: `start`, `end`), so that a client can check the fills against the same context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from .. import planner
+from ..context import Context, build_context, tokenize_with
+from ..params import InfillParams, InfillResult
+from ..request import PREFIX_TOKENS, SUFFIX_TOKENS, InfillRequest, candidate_spans
+from ..scheduler import Priority, Ticket
+from .wire import BadRequest, parse_params, result_dict
+
+MAX_DOCUMENT_CHARS = 2_000_000
+MAX_CANDIDATES = 4
+MAX_BUDGET = 32768
+TRIGGERS: dict[str, Priority] = {
+    "automatic": "automatic",
+    "invoked": "invoked",
+    "command": "command",
+}
+
+
+@dataclass(frozen=True)
+class NativeAsk:
+    text: str
+    offset: int
+    end: int | None
+    language_id: str
+    priority: Priority
+    candidates: int
+    prefix_tokens: int
+    suffix_tokens: int
+    params: InfillParams
+    deadline_ms: float | None
+
+
+@dataclass
+class Prepared:
+    """What the encoder thread made of an ask: the plan, the context and one row per span."""
+
+    plan: planner.SpanPlan
+    context: Context
+    requests: list[InfillRequest]
+
+
+def _int(raw: Any, name: str, lo: int, hi: int, default: int | None = None) -> int:
+    if raw is None and default is not None:
+        return default
+    if isinstance(raw, bool) or not isinstance(raw, int) or not lo <= raw <= hi:
+        raise BadRequest(f"{name} must be an int in [{lo}, {hi}]")
+    return raw
+
+
+def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> NativeAsk:
+    """Check a v2/infill request's fields; `BadRequest` names the first wrong one."""
+    text = msg.get("text")
+    if not isinstance(text, str):
+        raise BadRequest("text must be a string")
+    if len(text) > max_chars:
+        raise BadRequest(f"text is over {max_chars} characters; send a window around the cursor")
+    offset = _int(msg.get("offset"), "offset", 0, len(text))
+    end = msg.get("end")
+    if end is not None:
+        end = _int(end, "end", offset, len(text))
+    language_id = msg.get("languageId", "plaintext")
+    if not isinstance(language_id, str) or not 0 < len(language_id) <= 64:
+        raise BadRequest("languageId must be a string of 1 to 64 characters")
+    trigger = msg.get("trigger", "automatic")
+    if not isinstance(trigger, str) or trigger not in TRIGGERS:
+        raise BadRequest(f"trigger must be one of {list(TRIGGERS)}")
+    deadline_ms = msg.get("deadline_ms")
+    if deadline_ms is not None and (
+        isinstance(deadline_ms, bool)
+        or not isinstance(deadline_ms, int | float)
+        or not 0 < deadline_ms < 1e9
+    ):
+        raise BadRequest("deadline_ms must be a positive number of milliseconds")
+    return NativeAsk(
+        text=text,
+        offset=offset,
+        end=end,
+        language_id=language_id,
+        priority=TRIGGERS[trigger],
+        candidates=_int(msg.get("candidates"), "candidates", 1, MAX_CANDIDATES, 1),
+        prefix_tokens=_int(msg.get("prefixTokens"), "prefixTokens", 0, MAX_BUDGET, PREFIX_TOKENS),
+        suffix_tokens=_int(msg.get("suffixTokens"), "suffixTokens", 0, MAX_BUDGET, SUFFIX_TOKENS),
+        params=parse_params(msg.get("params")),
+        deadline_ms=deadline_ms,
+    )
+
+
+def prepare(engine: Any, ask: NativeAsk, cancel: threading.Event) -> Prepared:
+    """Plan, cut and tokenize, and build the rows: on the service's encoder thread."""
+    p = ask.params
+    hole = planner.plan(
+        ask.text,
+        ask.offset,
+        ask.language_id,
+        engine.encode,
+        end=ask.end,
+        max_positions=engine.args.max_positions,
+        prefix_tokens=ask.prefix_tokens,
+        suffix_tokens=ask.suffix_tokens,
+        max_span=p.max_span,
+        block_size=p.block_size,
+    )
+    tokenizer = engine.tokenizer
+    ctx = build_context(
+        ask.text,
+        ask.offset,
+        lambda s: tokenize_with(tokenizer, s),
+        hole.prefix_tokens,
+        hole.suffix_tokens,
+    )
+    base = p.span if isinstance(p.span, int) else hole.span
+    params = [
+        dataclasses.replace(p, span=s, max_span=max(s, p.max_span), min_tokens=min(s, p.min_tokens))
+        for s in candidate_spans(base, p.max_span, ask.candidates)
+    ]
+    requests = engine.requests(ctx.prefix, ctx.suffix, params, hole, cancel, ids=ctx.ids)
+    return Prepared(hole, ctx, requests)
+
+
+def native_result(prepared: Prepared, done: list[tuple[InfillResult, Ticket]]) -> dict[str, Any]:
+    plan, ctx = prepared.plan, prepared.context
+    return {
+        "items": [result_dict(r, t) for r, t in done],
+        "plan": {
+            "kind": plan.kind,
+            "span": plan.span,
+            "max_span": plan.max_span,
+            "prefix_tokens": plan.prefix_tokens,
+            "suffix_tokens": plan.suffix_tokens,
+            "evidence": plan.evidence,
+        },
+        "context": {"start": ctx.prefix_start, "end": ctx.suffix_end},
+    }
