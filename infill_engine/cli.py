@@ -105,10 +105,13 @@ def serve(argv: list[str]) -> int:
 
     ap = argparse.ArgumentParser(
         prog="dllm-infill serve",
-        description="Serve infill requests (length-prefixed msgpack) on a Unix socket or TCP.",
+        description="Serve infill requests: length-prefixed msgpack on a Unix socket or TCP, or "
+        "HTTP (llama.cpp's /infill, OpenAI's /v1/completions, the native /v2/infill).",
     )
-    ap.add_argument("--listen", required=True, help="unix:PATH or tcp:HOST:PORT")
-    ap.add_argument("--allow-remote", action="store_true", help="TCP: bind a non-loopback host")
+    ap.add_argument("--listen", required=True, help="unix:PATH, tcp:HOST:PORT or http://HOST:PORT")
+    ap.add_argument(
+        "--allow-remote", action="store_true", help="TCP/HTTP: bind a non-loopback host"
+    )
     ap.add_argument(
         "--token-file", help=f"owner-only (0600) file with the token (default: ${TOKEN_ENV})"
     )

@@ -13,7 +13,8 @@ import contextlib
 import hmac
 import logging
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -22,6 +23,7 @@ from ..params import InfillParams, InfillResult
 from ..request import InfillRequest
 from ..scheduler import PRIORITIES, Priority, Scheduler, SchedulerError, Ticket
 from .frames import CHUNK, FrameError, FrameReader, Message, encode_frame
+from .metrics import Metrics
 from .native import NativeAsk, Prepared, native_result, parse_native, prepare
 from .wire import (
     PROTOCOL_VERSION,
@@ -63,6 +65,7 @@ class Host(Protocol):
     outbox: int
     counters: ServiceCounters
     encoder: ThreadPoolExecutor
+    metrics: Metrics
 
     def health(self) -> dict[str, Any]: ...
     def stats(self) -> dict[str, Any]: ...
@@ -371,10 +374,10 @@ class Connection:
         try:
             [(result, ticket)] = await self._rows(pending, build, priority, deadline_ms)
         except Refusal as e:
-            reply = error(rid, "infill", e.code, e.message)
+            self._reply(rid, pending, error(rid, "infill", e.code, e.message))
         else:
             reply = {"type": "infill", "id": rid, "result": result_dict(result, ticket)}
-        self._reply(rid, pending, reply)
+            self._reply(rid, pending, reply, [result])
 
     def _native(self, rid: RequestId, msg: Message) -> None:
         """`v2/infill`: the service plans the span and cuts the context (native.py)."""
@@ -398,10 +401,10 @@ class Connection:
         try:
             done = await self._rows(pending, build, ask.priority, ask.deadline_ms)
         except Refusal as e:
-            reply = error(rid, NATIVE, e.code, e.message)
+            self._reply(rid, pending, error(rid, NATIVE, e.code, e.message))
         else:
             reply = {"type": NATIVE, "id": rid, "result": native_result(prepared[0], done)}
-        self._reply(rid, pending, reply)
+            self._reply(rid, pending, reply, [r for r, _ in done])
 
     async def _rows(
         self, pending: Pending, build: Build, priority: Priority, deadline_ms: float | None
@@ -411,7 +414,13 @@ class Connection:
             service.scheduler, service.encoder, pending, build, priority, deadline_ms
         )
 
-    def _reply(self, rid: RequestId, pending: Pending, reply: Message) -> None:
+    def _reply(
+        self, rid: RequestId, pending: Pending, reply: Message, results: Sequence[Any] = ()
+    ) -> None:
+        err = reply.get("error")
+        code = str(err.get("code")) if isinstance(err, dict) else "ok"
+        seconds = time.monotonic() - pending.received
+        self.service.metrics.observe("msgpack", str(reply.get("type")), code, seconds, results)
         if self.inflight.get(rid) is pending:
             del self.inflight[rid]
             self.send(reply)

@@ -13,6 +13,7 @@ from typing import Any
 from ..scheduler import Scheduler
 from .connection import Connection, ServiceCounters
 from .frames import MAX_FRAME
+from .metrics import Metrics
 from .wire import PROTOCOL_VERSION, error
 
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -47,6 +48,7 @@ class Service:
         self.started = time.monotonic()
         self.connections: set[Connection] = set()
         self.counters = ServiceCounters()
+        self.metrics = Metrics()  # both fronts record here, on the event loop
         # prompts are tokenised here, off the event loop, in arrival order
         self.encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dllm-encode")
 

@@ -1,6 +1,6 @@
-"""Where the engine service listens and who may talk to it: `unix:PATH` or `tcp:HOST:PORT`
-addresses, loopback by default, a token on TCP (from an owner-only file or the environment),
-Unix sockets created 0600."""
+"""Where the engine service listens and who may talk to it: `unix:PATH`, `tcp:HOST:PORT` (the
+msgpack front) or `http://HOST:PORT` (the HTTP front) addresses, loopback by default, a token on
+TCP and HTTP (from an owner-only file or the environment), Unix sockets created 0600."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class ServeError(Exception):
 
 @dataclass(frozen=True)
 class Address:
-    kind: Literal["unix", "tcp"]
+    kind: Literal["unix", "tcp", "http"]
     path: str = ""
     host: str = ""
     port: int = 0
@@ -32,20 +32,22 @@ class Address:
         if self.kind == "unix":
             return f"unix:{self.path}"
         host = f"[{self.host}]" if ":" in self.host else self.host
+        if self.kind == "http":
+            return f"http://{host}:{self.port}"
         return f"tcp:{host}:{self.port}"
 
 
 def parse_address(text: str) -> Address:
-    """`unix:PATH` or `tcp:HOST:PORT` (also written `tcp://HOST:PORT`; an IPv6 host in
-    brackets)."""
+    """`unix:PATH`, `tcp:HOST:PORT` (also written `tcp://HOST:PORT`) or `http://HOST:PORT`; an
+    IPv6 host in brackets."""
     kind, sep, rest = text.strip().partition(":")
     if kind == "unix" and sep and rest:
         return Address("unix", path=rest)
-    if kind == "tcp" and sep:
-        hostport = split_host_port(rest.removeprefix("//"))
+    if kind in ("tcp", "http") and sep and (kind == "tcp" or rest.startswith("//")):
+        hostport = split_host_port(rest.removeprefix("//").rstrip("/"))
         if hostport is not None and hostport[0]:
-            return Address("tcp", host=hostport[0], port=hostport[1])
-    raise ServeError(f"must be unix:PATH or tcp://HOST:PORT, got {text[:200]!r}")
+            return Address("tcp" if kind == "tcp" else "http", host=hostport[0], port=hostport[1])
+    raise ServeError(f"must be unix:PATH, tcp://HOST:PORT or http://HOST:PORT, got {text[:200]!r}")
 
 
 def split_host_port(text: str) -> tuple[str, int] | None:
@@ -134,11 +136,14 @@ def bind_unix(path: str) -> socket.socket:
 
 
 def check_listen(address: Address, token: str | None, allow_remote: bool) -> None:
-    """TCP needs a token, and a loopback host unless remote clients are allowed (ServeError)."""
-    if address.kind != "tcp":
+    """TCP and HTTP need a token, and a loopback host unless remote clients are allowed
+    (ServeError). HTTP on loopback too: any web page the user opens can post to a loopback
+    port, and only the token tells the user's own clients from it."""
+    if address.kind == "unix":
         return
     if token is None:
-        raise ServeError(f"TCP needs a token: set ${TOKEN_ENV} or pass --token-file (mode 0600)")
+        name = address.kind.upper()
+        raise ServeError(f"{name} needs a token: set ${TOKEN_ENV} or pass --token-file (mode 0600)")
     if not allow_remote and not is_loopback(address.host):
         raise ServeError(f"{address.host} is not a loopback address; pass --allow-remote")
 

@@ -142,9 +142,19 @@ def prepare(engine: Any, ask: NativeAsk, cancel: threading.Event) -> Prepared:
         hole.suffix_tokens,
     )
     base = p.span if isinstance(p.span, int) else hole.span
+    if p.temperature > 0:  # samples of the planned span, each with its own seed
+        spans = candidate_spans(base, p.max_span, 1) * ask.candidates
+    else:  # greedy fills differ by their span: the planned one, twice and half of it
+        spans = candidate_spans(base, p.max_span, ask.candidates)
     params = [
-        dataclasses.replace(p, span=s, max_span=max(s, p.max_span), min_tokens=min(s, p.min_tokens))
-        for s in candidate_spans(base, p.max_span, ask.candidates)
+        dataclasses.replace(
+            p,
+            span=s,
+            max_span=max(s, p.max_span),
+            min_tokens=min(s, p.min_tokens),
+            seed=None if p.seed is None else p.seed + i,
+        )
+        for i, s in enumerate(spans)
     ]
     requests = engine.requests(ctx.prefix, ctx.suffix, params, hole, cancel, ids=ctx.ids)
     return Prepared(hole, ctx, requests)

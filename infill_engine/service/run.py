@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import threading
 from collections.abc import Callable
 
@@ -29,6 +30,9 @@ async def serve(
     inode: int | None = None
     try:
         check_listen(address, service.token, allow_remote)
+        if address.kind == "http":
+            await _serve_http(service, address, ready, stop)
+            return
         if address.kind == "tcp":
             try:
                 server = await asyncio.start_server(service.handle, address.host, address.port)
@@ -60,6 +64,55 @@ async def serve(
             with contextlib.suppress(OSError):
                 if os.stat(address.path).st_ino == inode:
                     os.unlink(address.path)
+
+
+async def _serve_http(
+    service: Service,
+    address: Address,
+    ready: Callable[[Address], None] | None,
+    stop: asyncio.Event | None,
+) -> None:
+    """The HTTP front (http.py) under uvicorn, on this event loop."""
+    import uvicorn
+
+    from .http import HttpFront
+
+    config = uvicorn.Config(
+        HttpFront(service).app,
+        host=address.host,
+        port=address.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_keep_alive=30,
+        timeout_graceful_shutdown=2,
+    )
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    try:  # bound here, so that a busy port is our error and not uvicorn's exit
+        sock = socket.create_server((address.host, address.port), family=family)
+    except OSError as e:
+        raise ServeError(f"cannot listen on {address}: {e}") from None
+    port = int(sock.getsockname()[1])
+    server = uvicorn.Server(config)
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    while not server.started:
+        if task.done():
+            sock.close()
+            raise ServeError(f"cannot serve HTTP on {address}")
+        await asyncio.sleep(0.01)
+    bound = Address("http", host=address.host, port=port)
+    try:
+        log.debug("listening on %s (model %s)", bound, service.model)
+        if ready is not None:
+            ready(bound)
+        waiter = asyncio.ensure_future(stop.wait() if stop is not None else asyncio.Event().wait())
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+    finally:
+        server.should_exit = True
+        service.shutdown()  # running calls end "cancelled" and are answered
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(task, 10)
 
 
 class ServiceThread:

@@ -1,0 +1,303 @@
+"""The HTTP routes other tools already speak, read into the native call (native.py) and written
+back in their own shapes:
+
+- llama.cpp's `POST /infill` (what llama.vim and llama.vscode send): `input_prefix` + `prompt`
+  before the cursor, `input_suffix` after it, `input_extra` chunks of other files placed before
+  the prefix, `n_predict` as the most tokens, `stop`, `n_indent`, `response_fields`;
+- OpenAI's `POST /v1/completions` with `prompt` + `suffix` (fill in the middle), `max_tokens`,
+  `temperature`, `top_p`, `stop`, `n`, `seed`, `stream`.
+
+Either way the service plans the span (the planner reads the text around the cursor), so the
+model gets the length the hole needs, up to the client's token cap. Fields these routes do not
+use (`samplers`, `cache_prompt`, `top_k`, penalties, ...) are accepted and ignored, as llama.cpp
+does; a known field of the wrong type is a 400.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import grammars
+
+from ..params import InfillParams, InfillResult
+from ..request import PREFIX_TOKENS, SUFFIX_TOKENS
+from .native import MAX_CANDIDATES, MAX_DOCUMENT_CHARS, TRIGGERS, NativeAsk
+from .wire import BadRequest
+
+MAX_EXTRA_CHUNKS = 64
+MAX_STOPS = 16
+MAX_TOKENS = 4096
+DEFAULT_MAX_TOKENS = 128  # llama.vim's n_predict; OpenAI's own default (16) is too short for code
+
+
+@dataclass(frozen=True)
+class CompatAsk:
+    ask: NativeAsk
+    stop: tuple[str, ...] = ()
+    n_indent: int = 0  # llama.cpp: a line indented less than this ends the fill
+    stream: bool = False
+    response_fields: tuple[str, ...] | None = None
+    model: str | None = None
+    warm_only: bool = False  # n_predict 0 / max_tokens 0: nothing to write (a cache warm-up)
+
+
+def _str(body: dict[str, Any], name: str, default: str = "") -> str:
+    v = body.get(name, default)
+    if v is None:
+        return default
+    if not isinstance(v, str):
+        raise BadRequest(f"{name} must be a string")
+    return v
+
+
+def _number(body: dict[str, Any], name: str, lo: float, hi: float) -> float | None:
+    v = body.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi:
+        raise BadRequest(f"{name} must be a number in [{lo:g}, {hi:g}]")
+    return float(v)
+
+
+def _int(body: dict[str, Any], name: str, lo: int, hi: int) -> int | None:
+    v = body.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise BadRequest(f"{name} must be an int in [{lo}, {hi}]")
+    return v
+
+
+def _stops(body: dict[str, Any]) -> tuple[str, ...]:
+    v = body.get("stop")
+    if v is None:
+        return ()
+    items = [v] if isinstance(v, str) else v
+    if not isinstance(items, list) or len(items) > MAX_STOPS:
+        raise BadRequest(f"stop must be a string or a list of at most {MAX_STOPS} strings")
+    if not all(isinstance(s, str) and 0 < len(s) <= 256 for s in items):
+        raise BadRequest("each stop must be a string of 1 to 256 characters")
+    return tuple(items)
+
+
+def _params(body: dict[str, Any], max_tokens: int) -> InfillParams:
+    temperature = _number(body, "temperature", 0.0, 2.0) or 0.0
+    top_p = _number(body, "top_p", 0.0, 1.0)
+    seed = _int(body, "seed", -1, (1 << 63) - 1)
+    try:
+        return InfillParams(
+            max_span=max(1, max_tokens),
+            temperature=temperature,
+            top_p=1.0 if top_p is None or top_p == 0 else top_p,
+            seed=None if seed is None or seed < 0 else seed,
+            min_tokens=1,
+        )
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
+
+
+def _language(body: dict[str, Any], paths: list[str]) -> str:
+    """Our extension `languageId`, else a `filename`, else the commonest language of the other
+    files' chunks, else plaintext (planned from its lines alone)."""
+    given = _str(body, "languageId") or _str(body, "language_id")
+    if given:
+        if len(given) > 64:
+            raise BadRequest("languageId must be at most 64 characters")
+        return given
+    own = _str(body, "filename")
+    found = [lang for p in ([own] if own else paths) if (lang := grammars.language_for_path(p))]
+    return collections.Counter(found).most_common(1)[0][0] if found else "plaintext"
+
+
+def _extra(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """`input_extra`'s chunks as (file name, text ending in a newline)."""
+    raw = body.get("input_extra")
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > MAX_EXTRA_CHUNKS:
+        raise BadRequest(f"input_extra must be a list of at most {MAX_EXTRA_CHUNKS} chunks")
+    chunks: list[tuple[str, str]] = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise BadRequest("each input_extra chunk must be an object with a text")
+        text, name = item.get("text", ""), item.get("filename", "")
+        if not isinstance(text, str) or not isinstance(name, str) or len(name) > 1024:
+            raise BadRequest("input_extra chunks have a string text and filename")
+        if text:
+            chunks.append((name, text if text.endswith("\n") else text + "\n"))
+    return chunks
+
+
+def extra_text(chunks: list[tuple[str, str]], language_id: str) -> str:
+    """Other files' chunks as text placed before the prefix, each under a line comment (in the
+    document's language) naming its file."""
+    spec = grammars.spec(language_id)
+    comment = spec.line_comment if spec is not None and spec.line_comment else "#"
+    return "".join(f"{comment} {name}\n{text}" if name else text for name, text in chunks)
+
+
+def _ask(
+    text: str, offset: int, language_id: str, candidates: int, params: InfillParams
+) -> NativeAsk:
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise BadRequest(f"the request is over {MAX_DOCUMENT_CHARS} characters")
+    return NativeAsk(
+        text=text,
+        offset=offset,
+        end=None,
+        language_id=language_id,
+        priority=TRIGGERS["invoked"],
+        candidates=candidates,
+        prefix_tokens=PREFIX_TOKENS,
+        suffix_tokens=SUFFIX_TOKENS,
+        params=params,
+        deadline_ms=None,
+    )
+
+
+def parse_llama(body: dict[str, Any]) -> CompatAsk:
+    """llama.cpp's `/infill` request."""
+    prefix = _str(body, "input_prefix") + _str(body, "prompt")
+    suffix = _str(body, "input_suffix")
+    chunks = _extra(body)
+    language_id = _language(body, [name for name, _ in chunks if name])
+    extra = extra_text(chunks, language_id)
+    n_predict = _int(body, "n_predict", -1, MAX_TOKENS)
+    max_tokens = DEFAULT_MAX_TOKENS if n_predict is None or n_predict < 0 else n_predict
+    fields = body.get("response_fields")
+    if fields is not None and (
+        not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)
+    ):
+        raise BadRequest("response_fields must be a list of strings")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise BadRequest("stream must be a boolean")
+    return CompatAsk(
+        ask=_ask(
+            extra + prefix + suffix, len(extra + prefix), language_id, 1, _params(body, max_tokens)
+        ),
+        stop=_stops(body),
+        n_indent=_int(body, "n_indent", 0, 4096) or 0,
+        stream=stream,
+        response_fields=tuple(fields) if fields else None,
+        model=_str(body, "model") or None,
+        warm_only=max_tokens == 0,
+    )
+
+
+def parse_openai(body: dict[str, Any]) -> CompatAsk:
+    """OpenAI's `/v1/completions` request, `suffix` making it a fill in the middle."""
+    prompt = body.get("prompt", "")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise BadRequest("prompt must be a string (or a list of one string)")
+    suffix = _str(body, "suffix")
+    if body.get("echo") not in (None, False):
+        raise BadRequest("echo is not supported")
+    max_tokens = _int(body, "max_tokens", 0, MAX_TOKENS)
+    max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
+    n = _int(body, "n", 1, MAX_CANDIDATES) or 1
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise BadRequest("stream must be a boolean")
+    language_id = _language(body, [])
+    return CompatAsk(
+        ask=_ask(prompt + suffix, len(prompt), language_id, n, _params(body, max_tokens)),
+        stop=_stops(body),
+        stream=stream,
+        model=_str(body, "model") or None,
+        warm_only=max_tokens == 0,
+    )
+
+
+def clip(text: str, stop: tuple[str, ...], n_indent: int) -> tuple[str, str | None]:
+    """Cut a fill at the first stop string (which is dropped) and, with `n_indent`, before the
+    first non-blank line indented less than it. Returns the text and the stop string hit."""
+    hit: str | None = None
+    cut = len(text)
+    for s in stop:
+        at = text.find(s)
+        if 0 <= at < cut:
+            cut, hit = at, s
+    text = text[:cut]
+    if n_indent > 0:
+        at = 0
+        while (nl := text.find("\n", at)) >= 0:
+            line = text[nl + 1 :].split("\n", 1)[0]
+            if line.strip() and len(line) - len(line.lstrip(" \t")) < n_indent:
+                return text[: nl + 1], hit
+            at = nl + 1
+    return text, hit
+
+
+def finish_reason(r: InfillResult, hit: str | None) -> str:
+    return "length" if hit is None and r.stop_reason == "span_full" else "stop"
+
+
+def llama_reply(c: CompatAsk, r: InfillResult | None, text: str, hit: str | None) -> dict[str, Any]:
+    """llama.cpp's `/infill` answer (its non-streamed final result), narrowed to
+    `response_fields` when given, each named by its path ("timings/predicted_n")."""
+    tokens = r.tokens if r is not None else 0
+    ms = r.elapsed_ms if r is not None else 0.0
+    passes = r.nfe if r is not None else 0
+    full: dict[str, Any] = {
+        "index": 0,
+        "content": text,
+        "id_slot": 0,
+        "stop": True,
+        "model": c.model or "",
+        "tokens_predicted": tokens,
+        "tokens_evaluated": 0,
+        "has_new_line": "\n" in text,
+        "truncated": False,
+        "stop_type": "word" if hit else ("limit" if r and r.stop_reason == "span_full" else "eos"),
+        "stopping_word": hit or "",
+        "tokens_cached": 0,
+        "timings": {
+            "prompt_n": 0,
+            "prompt_ms": 0.0,
+            "prompt_per_token_ms": 0.0,
+            "prompt_per_second": 0.0,
+            "predicted_n": tokens,
+            "predicted_ms": round(ms, 3),
+            "predicted_per_token_ms": round(ms / tokens, 3) if tokens else 0.0,
+            "predicted_per_second": round(tokens * 1000 / ms, 3) if ms > 0 else 0.0,
+            "forward_passes": passes,
+        },
+    }
+    if c.response_fields is None:
+        return full
+    out: dict[str, Any] = {}
+    for path in c.response_fields:
+        node: Any = full
+        for part in path.split("/"):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None:
+            out[path] = node
+    return out
+
+
+def openai_reply(
+    c: CompatAsk, choices: list[tuple[str, str]], prompt_tokens: int, completion_tokens: int
+) -> dict[str, Any]:
+    """A `text_completion` object: `choices` are (text, finish_reason)."""
+    return {
+        "id": f"cmpl-{uuid.uuid4().hex[:24]}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": c.model or "dllm-infill",
+        "choices": [
+            {"text": t, "index": i, "logprobs": None, "finish_reason": f}
+            for i, (t, f) in enumerate(choices)
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }

@@ -1,0 +1,338 @@
+"""The HTTP front of the engine service: an ASGI app (Starlette) over the same `Service` as the
+msgpack front, so both share one scheduler, its batching and limits, the token and the error
+codes (work.py). `dllm-infill serve --listen http://HOST:PORT` runs it with uvicorn; any ASGI
+server (or Ray Serve's ingress) can mount `HttpFront(service).app` the same way.
+
+| route                 | speaks                                         | auth  |
+|-----------------------|------------------------------------------------|-------|
+| `GET /health`         | status, model, queue                           | none  |
+| `GET /metrics`        | Prometheus text (metrics.py)                   | token |
+| `GET /v1/models`      | the one model, OpenAI's shape                  | token |
+| `POST /infill`        | llama.cpp's infill (compat.py)                 | token |
+| `POST /v1/completions`| OpenAI's completions with `suffix` (compat.py) | token |
+| `POST /v2/infill`     | the native call (native.py), JSON or msgpack   | token |
+
+Every POST body is read with a size cap and a time limit; a client that goes away before its
+answer has its rows cancelled in the engine (the batch drops them at the next step). Streaming
+(`stream: true`) sends server-sent events: the fill arrives as one event when its rows are done
+(a diffusion fill is committed across the span, not left to right), then the final event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import msgpack
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..context import Context
+from ..params import InfillResult
+from ..planner import SpanPlan
+from ..scheduler import Ticket
+from ..stop import StopRule
+from .compat import CompatAsk, clip, finish_reason, llama_reply, openai_reply, parse_llama
+from .compat import parse_openai as parse_openai_body
+from .frames import FrameError, decode_payload
+from .front import Service
+from .native import NativeAsk, Prepared, native_result, parse_native, prepare
+from .wire import BadRequest
+from .work import Pending, Refusal, run_rows
+
+MAX_BODY = 4 << 20  # bytes of one request body
+BODY_TIMEOUT_S = 10.0  # a body that takes longer to arrive is a slow client: 408
+MAX_HTTP_INFLIGHT = 256  # requests the HTTP front holds at once; past it: 503
+MSGPACK = "application/msgpack"
+
+Done = list[tuple[InfillResult, Ticket]]
+
+
+def error_response(code: str, message: str, status: int | None = None) -> JSONResponse:
+    status = status if status is not None else Refusal(code, message).status
+    headers = {"Retry-After": "1"} if status == 503 else None
+    body = {"error": {"code": status, "type": code, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class HttpFront:
+    """`app` is the ASGI application; `service` the shared msgpack front's state."""
+
+    def __init__(
+        self,
+        service: Service,
+        *,
+        max_body: int = MAX_BODY,
+        body_timeout_s: float = BODY_TIMEOUT_S,
+        max_inflight: int = MAX_HTTP_INFLIGHT,
+    ) -> None:
+        self.service = service
+        self.max_body = max_body
+        self.body_timeout_s = body_timeout_s
+        self.max_inflight = max_inflight
+        self.inflight = 0
+        self.app = Starlette(
+            routes=[
+                Route("/health", self.health, methods=["GET"]),
+                Route("/metrics", self.metrics, methods=["GET"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+                Route("/infill", self.infill, methods=["POST"]),
+                Route("/v1/completions", self.completions, methods=["POST"]),
+                Route("/v2/infill", self.native, methods=["POST"]),
+            ]
+        )
+
+    # -- plain routes -----------------------------------------------------------------------------
+    async def health(self, request: Request) -> Response:
+        return JSONResponse(self.service.health())
+
+    async def metrics(self, request: Request) -> Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
+        stats = self.service.stats()
+        text = self.service.metrics.render(stats, stats["service"])
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    async def models(self, request: Request) -> Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
+        model = {"id": self.service.model, "object": "model", "owned_by": "dllm-infill"}
+        return JSONResponse({"object": "list", "data": [model]})
+
+    # -- the calls --------------------------------------------------------------------------------
+    async def infill(self, request: Request) -> Response:
+        """llama.cpp's `/infill`."""
+
+        async def answer(c: CompatAsk, prepared: Prepared, done: Done) -> dict[str, Any]:
+            r = done[0][0] if done else None
+            text, hit = clip(r.text, c.stop, c.n_indent) if r is not None else ("", None)
+            return llama_reply(c, r, text, hit)
+
+        return await self._compat(request, "infill", parse_llama, answer)
+
+    async def completions(self, request: Request) -> Response:
+        """OpenAI's `/v1/completions`, `suffix` making it a fill in the middle."""
+
+        async def answer(c: CompatAsk, prepared: Prepared, done: Done) -> dict[str, Any]:
+            choices = []
+            for r, _ in done:
+                text, hit = clip(r.text, c.stop, 0)
+                choices.append((text, finish_reason(r, hit)))
+            ids = prepared.context.prefix_ids + prepared.context.suffix_ids
+            return openai_reply(c, choices, len(ids), sum(r.tokens for r, _ in done))
+
+        return await self._compat(request, "completions", parse_openai_body, answer)
+
+    async def native(self, request: Request) -> Response:
+        """The native call: JSON in and out, or msgpack (`Content-Type: application/msgpack`,
+        answered in msgpack)."""
+        route = "v2/infill"
+        packed = request.headers.get("content-type", "").split(";")[0].strip() in (
+            MSGPACK,
+            "application/x-msgpack",
+        )
+
+        async def run() -> Response:
+            body = await self._body(request, packed)
+            try:
+                ask = parse_native(body)
+            except BadRequest as e:
+                raise Refusal(e.code, str(e)) from None
+            prepared, done = await self._rows(request, ask)
+            result = native_result(prepared, done)
+            if packed:
+                return Response(msgpack.packb(result, use_bin_type=True), media_type=MSGPACK)
+            return JSONResponse(result)
+
+        return await self._guarded(request, route, run)
+
+    # -- the shared path --------------------------------------------------------------------------
+    async def _compat(
+        self,
+        request: Request,
+        route: str,
+        parse: Callable[[dict[str, Any]], CompatAsk],
+        answer: Callable[[CompatAsk, Prepared, Done], Awaitable[dict[str, Any]]],
+    ) -> Response:
+        async def run() -> Response:
+            body = await self._body(request, False)
+            try:
+                c = parse(body)
+            except BadRequest as e:
+                raise Refusal(e.code, str(e)) from None
+            if c.stream:
+                return StreamingResponse(
+                    self._events(request, route, c, answer), media_type="text/event-stream"
+                )
+            if c.warm_only:  # nothing to write: a client warming its cache (llama.vim's ring)
+                return JSONResponse(await answer(c, self._empty(c), []))
+            prepared, done = await self._rows(request, c.ask)
+            return JSONResponse(await answer(c, prepared, done))
+
+        return await self._guarded(request, route, run)
+
+    async def _events(
+        self,
+        request: Request,
+        route: str,
+        c: CompatAsk,
+        answer: Callable[[CompatAsk, Prepared, Done], Awaitable[dict[str, Any]]],
+    ) -> AsyncIterator[str]:
+        """Server-sent events of a streamed call; a client that goes away before the fill is
+        done cancels its rows, as in a plain call."""
+        self.inflight += 1
+        started = time.monotonic()
+        code, done = "ok", Done()
+        try:
+            if c.warm_only:
+                prepared = self._empty(c)
+            else:
+                prepared, done = await self._rows(request, c.ask)
+            body = await answer(c, prepared, done)
+            if route == "infill":
+                yield _event({**body, "stop": False, "content": body.get("content", "")})
+                yield _event({"content": "", "stop": True})
+            else:
+                for choice in body["choices"]:
+                    yield _event({**body, "choices": [{**choice, "finish_reason": None}]})
+                for choice in body["choices"]:
+                    yield _event({**body, "choices": [{**choice, "text": ""}]})
+                yield "data: [DONE]\n\n"
+        except Refusal as e:
+            code = e.code
+            yield _event({"error": {"code": e.status, "type": e.code, "message": e.message}})
+        except asyncio.CancelledError:
+            code = "cancelled"
+            self.service.counters.disconnect_cancels += 1
+            raise
+        finally:
+            self.inflight -= 1
+            results = [r for r, _ in done]
+            self.service.metrics.observe("http", route, code, time.monotonic() - started, results)
+
+    async def _guarded(
+        self, request: Request, route: str, run: Callable[[], Awaitable[Response]]
+    ) -> Response:
+        """Auth, the in-flight cap, refusals as error responses, and the metrics."""
+        if (refused := self._auth(request)) is not None:
+            return refused
+        if self.inflight >= self.max_inflight:
+            return error_response("busy", f"{self.max_inflight} HTTP requests already in flight")
+        started = time.monotonic()
+        self.inflight += 1
+        code = "ok"
+        try:
+            response = await run()
+        except Refusal as e:
+            code = e.code
+            response = error_response(e.code, e.message)
+        finally:
+            self.inflight -= 1
+        if not isinstance(response, StreamingResponse):  # a stream records itself when done
+            results = getattr(request.state, "results", [])
+            self.service.metrics.observe("http", route, code, time.monotonic() - started, results)
+        return response
+
+    def _auth(self, request: Request) -> Response | None:
+        token = self.service.token
+        if token is None:
+            return None
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode(), token.encode()
+        ):
+            return None
+        self.service.counters.unauthorized += 1
+        return error_response("unauthorized", "a valid bearer token is required")
+
+    async def _body(self, request: Request, packed: bool) -> dict[str, Any]:
+        """The body as a map: at most max_body bytes, within body_timeout_s."""
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body:
+            raise Refusal("too_large", f"the body is over {self.max_body} bytes")
+
+        async def read() -> bytes:
+            chunks, size = [], 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self.max_body:
+                    raise Refusal("too_large", f"the body is over {self.max_body} bytes")
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+        try:
+            raw = await asyncio.wait_for(read(), self.body_timeout_s)
+        except asyncio.TimeoutError:
+            raise Refusal(
+                "timeout", f"the body did not arrive in {self.body_timeout_s:g}s"
+            ) from None
+        if packed:
+            try:
+                return decode_payload(raw)
+            except FrameError as e:
+                raise Refusal("bad_request", str(e)) from None
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            raise Refusal("bad_request", f"malformed JSON: {e}"[:200]) from None
+        if not isinstance(body, dict):
+            raise Refusal("bad_request", "the body must be a JSON object")
+        return body
+
+    async def _rows(self, request: Request, ask: NativeAsk) -> tuple[Prepared, Done]:
+        """Run an ask's rows; a client that goes away before they are done cancels them."""
+        service = self.service
+        pending = Pending(threading.Event())
+        engine = service.scheduler.engine
+        prepared: list[Prepared] = []
+
+        def build(cancel: threading.Event) -> list[Any]:
+            prepared.append(prepare(engine, ask, cancel))
+            return prepared[0].requests
+
+        work = asyncio.ensure_future(
+            run_rows(
+                service.scheduler, service.encoder, pending, build, ask.priority, ask.deadline_ms
+            )
+        )
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if not work.done():
+            work.cancel()
+            pending.stop(service.scheduler)
+            service.counters.disconnect_cancels += 1
+            with contextlib.suppress(asyncio.CancelledError, Refusal):
+                await work
+            raise Refusal("cancelled", "the client went away")
+        done = await work
+        request.state.results = [r for r, _ in done]
+        return prepared[0], done
+
+    @staticmethod
+    def _empty(c: CompatAsk) -> Prepared:
+        """What a call with nothing to write (a token cap of 0) answers from."""
+        plan = SpanPlan("line", 0, 0, StopRule(), 0, 0, c.ask.language_id, None)
+        return Prepared(plan, Context("", "", c.ask.offset, c.ask.offset), [])
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone (the body was read already)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def _event(data: dict[str, Any]) -> str:
+    return "data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n\n"
