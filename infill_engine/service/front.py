@@ -20,6 +20,8 @@ HANDSHAKE_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 64
 MAX_INFLIGHT = 16  # infill requests one connection may have queued or running
 OUTBOX = 64  # replies waiting for a connection's writer; a client that lets it fill is dropped
+MAX_BODY = 4 << 20  # bytes of one HTTP request body
+BODY_TIMEOUT_S = 10.0  # an HTTP body that takes longer to arrive is a slow client: 408
 
 
 class Service:
@@ -36,6 +38,8 @@ class Service:
         max_connections: int = MAX_CONNECTIONS,
         handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
         outbox: int = OUTBOX,
+        max_body: int = MAX_BODY,
+        body_timeout_s: float = BODY_TIMEOUT_S,
     ) -> None:
         self.scheduler = scheduler
         self.model = model
@@ -45,6 +49,8 @@ class Service:
         self.max_connections = max_connections
         self.handshake_timeout_s = handshake_timeout_s
         self.outbox = outbox
+        self.max_body = max_body  # the HTTP front's (http.py)
+        self.body_timeout_s = body_timeout_s
         self.started = time.monotonic()
         self.connections: set[Connection] = set()
         self.counters = ServiceCounters()

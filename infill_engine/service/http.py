@@ -21,7 +21,6 @@ answer has its rows cancelled in the engine (the batch drops them at the next st
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import json
 import threading
@@ -48,8 +47,6 @@ from .native import NativeAsk, Prepared, native_result, parse_native, prepare
 from .wire import BadRequest
 from .work import Pending, Refusal, run_rows
 
-MAX_BODY = 4 << 20  # bytes of one request body
-BODY_TIMEOUT_S = 10.0  # a body that takes longer to arrive is a slow client: 408
 MAX_HTTP_INFLIGHT = 256  # requests the HTTP front holds at once; past it: 503
 MSGPACK = "application/msgpack"
 
@@ -66,17 +63,10 @@ def error_response(code: str, message: str, status: int | None = None) -> JSONRe
 class HttpFront:
     """`app` is the ASGI application; `service` the shared msgpack front's state."""
 
-    def __init__(
-        self,
-        service: Service,
-        *,
-        max_body: int = MAX_BODY,
-        body_timeout_s: float = BODY_TIMEOUT_S,
-        max_inflight: int = MAX_HTTP_INFLIGHT,
-    ) -> None:
+    def __init__(self, service: Service, *, max_inflight: int = MAX_HTTP_INFLIGHT) -> None:
         self.service = service
-        self.max_body = max_body
-        self.body_timeout_s = body_timeout_s
+        self.max_body = service.max_body
+        self.body_timeout_s = service.body_timeout_s
         self.max_inflight = max_inflight
         self.inflight = 0
         self.app = Starlette(
@@ -192,6 +182,7 @@ class HttpFront:
         started = time.monotonic()
         code, done = "ok", Done()
         try:
+            yield ": decoding\n\n"  # an SSE comment: the headers go out now, not with the fill
             if c.warm_only:
                 prepared = self._empty(c)
             else:
@@ -209,9 +200,8 @@ class HttpFront:
         except Refusal as e:
             code = e.code
             yield _event({"error": {"code": e.status, "type": e.code, "message": e.message}})
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # the rows were cancelled with it (_rows)
             code = "cancelled"
-            self.service.counters.disconnect_cancels += 1
             raise
         finally:
             self.inflight -= 1
@@ -298,22 +288,21 @@ class HttpFront:
             prepared.append(prepare(engine, ask, cancel))
             return prepared[0].requests
 
-        work = asyncio.ensure_future(
-            run_rows(
-                service.scheduler, service.encoder, pending, build, ask.priority, ask.deadline_ms
-            )
+        rows = run_rows(
+            service.scheduler, service.encoder, pending, build, ask.priority, ask.deadline_ms
         )
+        work = asyncio.ensure_future(rows)
+        work.add_done_callback(_retrieved)  # its error is read below, or nobody waits for it
         gone = asyncio.ensure_future(_disconnected(request))
         try:
             await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
-        if not work.done():
-            work.cancel()
-            pending.stop(service.scheduler)
-            service.counters.disconnect_cancels += 1
-            with contextlib.suppress(asyncio.CancelledError, Refusal):
-                await work
+            if not work.done():  # the client went away, or the server is stopping
+                work.cancel()
+                pending.stop(service.scheduler)
+                service.counters.disconnect_cancels += 1
+        if not work.done() or work.cancelled():
             raise Refusal("cancelled", "the client went away")
         done = await work
         request.state.results = [r for r, _ in done]
@@ -324,6 +313,11 @@ class HttpFront:
         """What a call with nothing to write (a token cap of 0) answers from."""
         plan = SpanPlan("line", 0, 0, StopRule(), 0, 0, c.ask.language_id, None)
         return Prepared(plan, Context("", "", c.ask.offset, c.ask.offset), [])
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 async def _disconnected(request: Request) -> None:
