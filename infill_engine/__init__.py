@@ -3,18 +3,25 @@
 engine = load("builtin")                       # or an HF-format directory
 result = engine.infill(prefix, suffix, InfillParams(span=32))
 result.text, result.nfe_full, result.nfe_block, result.stop_reason
+
+The package's names are imported on first use (PEP 562 `__getattr__`), and torch only by the
+modules that run the model: a client of the engine service that needs the params, the planner
+or the wire (the language server with `engineAddress`) imports this package without torch.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from .engine import Engine
-from .loader import ModelLoadError, load_model_dir
-from .params import InfillParams, InfillResult
-from .request import InfillRequest
+    from .engine import Engine
+    from .loader import ModelLoadError
+    from .params import InfillParams, InfillResult
+    from .request import InfillRequest
 
 __all__ = [
     "Engine",
@@ -26,18 +33,42 @@ __all__ = [
     "pick_device",
 ]
 
-_DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
+# a lazily imported name -> the module that defines it
+_HOMES = {
+    "Engine": "engine",
+    "ModelLoadError": "loader",
+    "InfillParams": "params",
+    "InfillResult": "params",
+    "InfillRequest": "request",
 }
+
+_DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value  # later lookups find it without coming here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def pick_device(device: str = "auto", dtype: str = "auto") -> tuple[torch.device, torch.dtype]:
     """ "auto": CUDA with bf16 when available, else the CPU with fp32 (bf16 is very slow there)."""
+    import torch
+
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dev = torch.device(device)
@@ -47,7 +78,7 @@ def pick_device(device: str = "auto", dtype: str = "auto") -> tuple[torch.device
         return dev, torch.bfloat16 if dev.type == "cuda" else torch.float32
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be 'auto' or one of {sorted(_DTYPES)}, got {dtype!r}")
-    return dev, _DTYPES[dtype]
+    return dev, getattr(torch, _DTYPES[dtype])
 
 
 def load(
@@ -57,6 +88,9 @@ def load(
     qwen2_as_diffusion: bool = False,
 ) -> Engine:
     """Load "builtin", an HF-format directory, or a hub id from the local cache. No remote code."""
+    from .engine import Engine
+    from .loader import load_model_dir
+
     dev, dt = pick_device(device, dtype)
     loaded = load_model_dir(model, dev, dt, qwen2_as_diffusion=qwen2_as_diffusion)
     return Engine(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from torch import Tensor
 
 from .batch import LiveBatch
 from .models import DiffusionTransformer
-from .params import InfillParams, InfillResult, threshold_or_default
+from .params import InfillParams, InfillResult, RefineResult, threshold_or_default
 from .request import (
     DEFAULT_PARAMS,
     InfillRequest,
@@ -368,13 +368,3 @@ class Engine:
         if len(r) == 3:
             return self.request(r[0], r[1], r[2])
         raise ValueError(f"a request is (prefix, suffix[, params]); got {len(r)} items")
-
-
-@dataclass(frozen=True)
-class RefineResult:
-    text: str  # the edited text
-    remasked: list[int]  # token positions (within the text) that were predicted again
-    changed: int  # how many of them now hold a different token
-    nfe: int  # forward passes, the scoring pass included
-    stop_reason: str
-    token_ids: list[int]  # the edited text's ids, one per original token

@@ -126,3 +126,15 @@ class InfillResult:
     @property
     def nfe(self) -> int:
         return self.nfe_full + self.nfe_block
+
+
+@dataclass(frozen=True)
+class RefineResult:
+    """What `Engine.refine` made of a selection."""
+
+    text: str  # the edited text
+    remasked: list[int]  # token positions (within the text) that were predicted again
+    changed: int  # how many of them now hold a different token
+    nfe: int  # forward passes, the scoring pass included
+    stop_reason: str
+    token_ids: list[int]  # the edited text's ids, one per original token

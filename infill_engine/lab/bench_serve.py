@@ -1,6 +1,11 @@
-"""`dllm-infill bench-serve`: 1, 4 and 16 concurrent clients over a Unix socket against one
-engine, with the scheduler batching them (max_batch 8) and one at a time (max_batch 1), measured
-alternately in the same run; tokens/s, requests/s, p50/p95 latency and the gain of batching."""
+"""`dllm-infill bench-serve`: 1, 4 and 16 concurrent clients against one engine, measured
+alternately in the same run; tokens/s, requests/s, p50/p95 latency.
+
+Two comparisons: `--compare batching` (default): over a Unix socket, the scheduler batching
+(max_batch 8) against one at a time (max_batch 1), and the gain of batching. `--compare fronts`:
+the same native calls (`v2/infill`: the service plans and tokenizes) through the msgpack front
+on a Unix socket and through the HTTP front on a loopback port, at the same max_batch, and the
+HTTP front's overhead per request (p50 and p95 latency minus the msgpack front's)."""
 
 from __future__ import annotations
 
@@ -27,14 +32,13 @@ def _percentile(xs: list[float], q: float) -> float:
 
 
 def _bench_clients(
-    address: str, n: int, requests: int, params: dict[str, Any]
+    address: str, n: int, requests: int, params: dict[str, Any], token: str | None = None
 ) -> tuple[list[float], int, float]:
-    """n clients at once, each sending `requests` infills one after another: (latencies in ms,
-    tokens committed, wall seconds)."""
+    """n clients at once, each sending `requests` fills one after another: (latencies in ms,
+    tokens committed, wall seconds). A unix: address gets `infill` messages; with a token, a
+    unix: address gets native `v2/infill` messages and an http:// address `POST /v2/infill`."""
     import threading
     import time
-
-    from ..service import ServiceClient
 
     latencies: list[float] = []
     tokens = 0
@@ -42,15 +46,15 @@ def _bench_clients(
 
     def client(k: int) -> None:
         nonlocal tokens
-        with ServiceClient(address) as c:
+        with _Client(address, token) as c:
             for i in range(requests):
                 hole = BENCH_HOLES[(k + i) % len(BENCH_HOLES)]
                 t0 = time.perf_counter()
-                r = c.infill(*hole, params, priority="automatic")
+                got = c.fill(hole, params)
                 dt = (time.perf_counter() - t0) * 1000
                 with lock:
                     latencies.append(dt)
-                    tokens += int(r["tokens"])
+                    tokens += got
 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(n)]
     t0 = time.perf_counter()
@@ -61,6 +65,45 @@ def _bench_clients(
     return latencies, tokens, time.perf_counter() - t0
 
 
+class _Client:
+    """One benchmark client: the msgpack client, or an HTTP client keeping its connection."""
+
+    def __init__(self, address: str, token: str | None) -> None:
+        from ..service import ServiceClient
+
+        self.native = token is not None
+        self.http: Any = None
+        self.msgpack: Any = None
+        if address.startswith("http://"):
+            import httpx
+
+            headers = {"Authorization": f"Bearer {token}"}
+            self.http = httpx.Client(base_url=address, headers=headers, timeout=120)
+        else:
+            self.msgpack = ServiceClient(address, token)
+
+    def fill(self, hole: tuple[str, str], params: dict[str, Any]) -> int:
+        prefix, suffix = hole
+        ask = {"text": prefix + suffix, "offset": len(prefix), "languageId": "python",
+               "params": params}  # fmt: skip
+        if self.http is not None:
+            r = self.http.post("/v2/infill", json=ask)
+            r.raise_for_status()
+            return int(r.json()["items"][0]["tokens"])
+        if self.native:
+            reply = self.msgpack.call("v2/infill", **ask)
+            if "error" in reply:
+                raise RuntimeError(str(reply["error"]))
+            return int(reply["result"]["items"][0]["tokens"])
+        return int(self.msgpack.infill(prefix, suffix, params, priority="automatic")["tokens"])
+
+    def __enter__(self) -> _Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        (self.http or self.msgpack).close()
+
+
 def main(argv: list[str] | None = None) -> int:
     """`dllm-infill bench-serve`: concurrent clients over a Unix socket, batched vs one by one."""
     import contextlib
@@ -69,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     from .. import load
     from ..models.shapes import SHAPES
     from ..scheduler import Scheduler
-    from ..service import Address, Service, ServiceClient, ServiceThread
+    from ..service import Address, Service, ServiceThread, parse_address
     from .bench import shaped_engine
 
     ap = argparse.ArgumentParser(
@@ -91,12 +134,20 @@ def main(argv: list[str] | None = None) -> int:
         help="serve a random network in a released checkpoint's shape (a GPU check)",
     )
     ap.add_argument("--layers", type=int, help="with --shape: keep only this many layers")
+    ap.add_argument(
+        "--compare",
+        choices=("batching", "fronts"),
+        default="batching",
+        help="batching: max_batch 1 against --max-batch; fronts: msgpack against HTTP",
+    )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     try:
         clients = [int(x) for x in a.clients.split(",") if x]
-        if not clients or min(clients) < 1 or min(a.requests, a.repeat) < 1 or a.max_batch < 2:
-            raise ValueError("--clients, --requests, --repeat must be >= 1, --max-batch >= 2")
+        if not clients or min(clients) < 1 or min(a.requests, a.repeat) < 1 or a.max_batch < 1:
+            raise ValueError("--clients, --requests, --repeat and --max-batch must be >= 1")
+        if a.compare == "batching" and a.max_batch < 2:
+            raise ValueError("--compare batching needs --max-batch >= 2")
         if a.layers is not None and not a.shape:
             raise ValueError("--layers needs --shape")
         engine = load(a.model, device=a.device)
@@ -106,61 +157,71 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dllm-infill bench-serve: {e}", file=sys.stderr)
         return 2
     params = {"span": a.span, "min_tokens": min(a.min_tokens, a.span)}
-    batches = (1, a.max_batch)
-    # (clients, max_batch) -> latencies, tokens, wall seconds, row-steps, steps; summed over repeats
-    runs: dict[tuple[int, int], list[Any]] = {}
+    fronts = a.compare == "fronts"
+    settings = ("msgpack", "http") if fronts else (1, a.max_batch)
+    token = "bench-token" if fronts else None
+    # (clients, setting) -> latencies, tokens, wall seconds, row-steps, steps; summed over repeats
+    runs: dict[tuple[int, Any], list[Any]] = {}
     with tempfile.TemporaryDirectory(prefix="dllm-bench-") as tmp, contextlib.ExitStack() as stack:
-        services: dict[int, tuple[Service, str]] = {}
-        for mb in batches:
+        services: dict[Any, tuple[Service, str]] = {}
+        for setting in settings:
             queue = max(64, 2 * max(clients))
-            service = Service(Scheduler(engine, max_queue=queue, max_batch=mb), "bench")
-            address = Address("unix", path=f"{tmp}/b{mb}.sock")
-            stack.enter_context(ServiceThread(service, address))
-            services[mb] = service, str(address)
-            with ServiceClient(str(address)) as warm:
-                warm.infill(*BENCH_HOLES[0], params)
-        # the two settings alternate, so that a change in the machine's load hits both
+            mb = a.max_batch if fronts else int(setting)
+            service = Service(Scheduler(engine, max_queue=queue, max_batch=mb), "bench", token)
+            if setting == "http":
+                address = parse_address("http://127.0.0.1:0")
+            else:
+                address = Address("unix", path=f"{tmp}/b{setting}.sock")
+            bound = stack.enter_context(ServiceThread(service, address)).bound
+            services[setting] = service, str(bound)
+            with _Client(str(bound), token) as warm:
+                warm.fill(BENCH_HOLES[0], params)
+        # the settings alternate, so that a change in the machine's load hits each
         for n in clients:
             for _ in range(a.repeat):
-                for mb in batches:
-                    service, address_text = services[mb]
+                for setting in settings:
+                    service, address_text = services[setting]
                     before = service.scheduler.stats()
-                    lat, tok, wall = _bench_clients(address_text, n, a.requests, params)
+                    lat, tok, wall = _bench_clients(address_text, n, a.requests, params, token)
                     after = service.scheduler.stats()
-                    run = runs.setdefault((n, mb), [[], 0, 0.0, 0, 0])
+                    run = runs.setdefault((n, setting), [[], 0, 0.0, 0, 0])
                     run[0] += lat
                     run[1] += tok
                     run[2] += wall
                     run[3] += after["row_steps"] - before["row_steps"]
                     run[4] += after["steps"] - before["steps"]
     rows: list[dict[str, Any]] = []
-    for (n, mb), (lat, tok, wall, row_steps, steps) in runs.items():
+    key = "front" if fronts else "max_batch"
+    for (n, setting), (lat, tok, wall, row_steps, steps) in runs.items():
         rows.append(
             {
                 "clients": n,
-                "max_batch": mb,
+                key: setting,
                 "requests": len(lat),
                 "wall_s": round(wall, 3),
                 "req_per_s": round(len(lat) / wall, 2),
                 "tok_per_s": round(tok / wall, 1),
-                "p50_ms": round(_percentile(lat, 0.5), 1),
-                "p95_ms": round(_percentile(lat, 0.95), 1),
+                "p50_ms": round(_percentile(lat, 0.5), 2),
+                "p95_ms": round(_percentile(lat, 0.95), 2),
                 "mean_batch": round(row_steps / max(1, steps), 2),
             }
         )
-    base = {r["clients"]: r for r in rows if r["max_batch"] == 1}
+    base = {r["clients"]: r for r in rows if r[key] == settings[0]}
     for r in rows:
         b = base[r["clients"]]
-        r["gain"] = round(r["req_per_s"] / b["req_per_s"], 2) if b["req_per_s"] else 0.0
+        if fronts:
+            r["overhead_p50_ms"] = round(r["p50_ms"] - b["p50_ms"], 2)
+            r["overhead_p95_ms"] = round(r["p95_ms"] - b["p95_ms"], 2)
+        else:
+            r["gain"] = round(r["req_per_s"] / b["req_per_s"], 2) if b["req_per_s"] else 0.0
     if a.json:
         print(json.dumps(rows, indent=2))
         return 0
     print(f"model: {a.model}, device: {engine.device}, dtype: {engine.dtype}\n")
-    print("| clients | max_batch | req/s | tok/s | p50 ms | p95 ms | mean batch | gain |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in sorted(rows, key=lambda r: (r["clients"], r["max_batch"])):
-        print(
-            f"| {r['clients']} | {r['max_batch']} | {r['req_per_s']} | {r['tok_per_s']} "
-            f"| {r['p50_ms']} | {r['p95_ms']} | {r['mean_batch']} | {r['gain']} |"
-        )
+    extra = ("overhead_p50_ms", "overhead_p95_ms") if fronts else ("gain",)
+    columns = ("clients", key, "req_per_s", "tok_per_s", "p50_ms", "p95_ms", "mean_batch", *extra)
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for r in sorted(rows, key=lambda r: (r["clients"], str(r[key]))):
+        print("| " + " | ".join(str(r[c]) for c in columns) + " |")
     return 0

@@ -112,7 +112,7 @@ class HttpFront:
         """OpenAI's `/v1/completions`, `suffix` making it a fill in the middle."""
 
         async def answer(c: CompatAsk, prepared: Prepared, done: Done) -> dict[str, Any]:
-            choices = []
+            choices = [("", "length")] * c.ask.candidates if c.warm_only else []
             for r, _ in done:
                 text, hit = clip(r.text, c.stop, 0)
                 choices.append((text, finish_reason(r, hit)))

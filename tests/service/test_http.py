@@ -382,3 +382,17 @@ def test_metrics_count_what_was_served(served: Any) -> None:
     assert float(lines["dllm_tokens_total"]) >= 1 and float(lines["dllm_forward_passes_total"])
     assert "dllm_queue_depth" in lines and "dllm_running_rows" in lines
     assert 'dllm_requests_total{front="msgpack",route="v2/infill",code="ok"}' in lines
+
+
+def test_bench_serve_compares_the_fronts_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+    from infill_engine.lab.bench_serve import main
+
+    argv = ["--compare", "fronts", "--clients", "1,2", "--requests", "2", "--repeat", "1"]
+    assert main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["clients"], r["front"]) for r in rows] == [
+        (1, "msgpack"), (1, "http"), (2, "msgpack"), (2, "http")]  # fmt: skip
+    for r in rows:
+        assert r["requests"] == 2 * r["clients"] and r["tok_per_s"] > 0
+        if r["front"] == "msgpack":  # the baseline
+            assert r["overhead_p50_ms"] == 0 and r["overhead_p95_ms"] == 0
