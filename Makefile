@@ -34,6 +34,8 @@ test: lint
 # - VS Code: setup_vscode.sh installs code-server and puppeteer-core into build/ (and Debian's
 #   chromium, ripgrep and libkrb5-dev when missing) and packages vscode-client's .vsix; the test
 #   drives the extension in code-server with headless chromium. DLLM_VSCODE_TESTS=0 skips it.
+# - llama.vim (llama.cpp's own plugin) in Neovim 0.11 against the HTTP front's /infill: only with
+#   LLAMA_VIM_DIR=<a checkout of github.com/ggml-org/llama.vim>; it runs curl (apt-get install curl).
 editor-test: $(STAMP)
 	if [ "$${DLLM_VSCODE_TESTS:-1}" != 0 ]; then bash tests/editors/setup_vscode.sh; fi
 	DLLM_EDITOR_TESTS=1 $(PY) -m pytest -q -rs tests/editors
