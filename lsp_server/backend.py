@@ -8,31 +8,31 @@ old engine's client first (the in-process engine's queued and running fills end 
 the service's connection is dropped), so two models are never both in use.
 
 The clients implement engine_client.py's `EngineClient`: local_engine.py (the in-process
-engine's scheduler: priorities, batching, cancellation) and remote_engine.py (the engine
-service: one request per fill, `cancel {id}`, reconnection with backoff, the tokenizer
-stand-in). They share this backend's `Ledger` and do not import this module.
+engine: planning, the context, its scheduler's priorities, batching, cancellation) and
+remote_engine.py (the engine service: one `v2/infill` per hole, `cancel {id}`, reconnection
+with backoff). They share this backend's `Ledger` and do not import this module.
+
+With `engineAddress` nothing here imports torch or reads a model file: `load` (and with it
+torch, the loader, the model) is imported only when the in-process engine loads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
+import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from infill_engine import Engine, InfillParams, InfillResult, load
-from infill_engine.context import Tokens, tokenize_with
-from infill_engine.engine import RefineResult
-from infill_engine.loader import ModelLoadError
-from infill_engine.planner import SpanPlan
-from infill_engine.scheduler import PRIORITIES, Priority
+from infill_engine.params import RefineResult
+from infill_engine.scheduler import PRIORITIES
 
 from .engine_client import (
     Counters,
     EngineClient,
-    Fill,
+    Filled,
+    Hole,
     Ledger,
     NotReady,
     Refinement,
@@ -41,8 +41,11 @@ from .engine_client import (
 )
 from .local_engine import LocalEngineClient
 from .options import EngineOptions
-from .remote import RemoteClient
-from .remote_engine import RemoteEngine, RemoteEngineClient
+from .remote import Link
+from .remote_engine import RemoteEngineClient
+
+if TYPE_CHECKING:
+    from infill_engine.engine import Engine
 
 __all__ = ["Backend", "NotReady", "Superseded"]
 
@@ -59,7 +62,7 @@ class Backend:
         self.tell = tell or log  # what the user must see (a lost engine service), once
         self.state: State = "idle"
         self.error: str | None = None
-        self.engine: Engine | RemoteEngine | None = None
+        self.engine: Engine | None = None  # the in-process engine
         self.backoff_s = (0.5, 10.0)  # reconnecting to the service: first delay, longest delay
         self.options = EngineOptions()
         self._ledger = Ledger()
@@ -72,7 +75,7 @@ class Backend:
         return self._ledger.counters
 
     @property
-    def remote(self) -> RemoteClient | None:
+    def remote(self) -> Link | None:
         """The engine service's connection (engineAddress)."""
         return self._service.remote if self._service is not None else None
 
@@ -93,6 +96,8 @@ class Backend:
         try:
             engine = await asyncio.to_thread(self._load_now, options)
         except Exception as e:  # any failure, a corrupt file's own error type included
+            from infill_engine.loader import ModelLoadError  # loaded by now: no new import
+
             if isinstance(e, ModelLoadError):
                 self.error = str(e)  # says what is wrong with the directory
             else:
@@ -107,7 +112,9 @@ class Backend:
         )
 
     def _load_now(self, options: EngineOptions) -> Engine:
-        """On a thread of its own."""
+        """On a thread of its own; the first in-process load imports torch."""
+        from infill_engine import load
+
         self.loads += 1
         return load(options.model, device=options.device, dtype=options.dtype)
 
@@ -123,7 +130,7 @@ class Backend:
         if self._service is not None:
             return self._service
         engine = self.engine
-        if not isinstance(engine, Engine):
+        if engine is None:
             return None
         if self._local is None or self._local.engine is not engine:
             self._local = LocalEngineClient(engine, self._ledger)
@@ -140,6 +147,7 @@ class Backend:
             "family": e.family if e else None,
             "model_threshold": e.threshold if e else None,  # τ when decode.threshold is null
             "loads": self.loads,
+            "torch_loaded": "torch" in sys.modules,  # never, with engineAddress
             **self._ledger.snapshot(),
         }
         client = self._client()
@@ -147,73 +155,28 @@ class Backend:
             out.update(client.status())
         return out
 
-    def tokenize(self, text: str) -> Tokens:
-        """Text's ids and their character spans under the model's tokenizer: the one encode of
-        a request's context (context.py), whose ids go to the engine as they are."""
-        engine = self.ready_engine()
-        tok = engine.tokenizer
-        if tok is None:
-            raise NotReady("the model has no tokenizer")
-        return tokenize_with(tok, text)
+    @property
+    def positions(self) -> int | None:
+        """The positions of the model in use, when known: the settings are clamped to them."""
+        client = self._client() if self.state == "ready" else None
+        return client.positions if client is not None else None
 
     # -- model calls ------------------------------------------------------------------------------
-    def ready_engine(self) -> Engine | RemoteEngine:
-        if self.engine is None or self.state != "ready":
-            raise NotReady(self.error or f"the model is {self.state}")
-        return self.engine
-
     def _ready_client(self) -> EngineClient:
-        self.ready_engine()
+        if self.state != "ready":
+            raise NotReady(self.error or f"the model is {self.state}")
         client = self._client()
         if client is None:
             raise NotReady(self.error or "the engine service is not connected")
         return client
 
-    async def infill(
-        self,
-        prefix: str,
-        suffix: str,
-        params: InfillParams,
-        cancel: threading.Event,
-        plan: SpanPlan | None = None,
-        *,
-        priority: Priority,
-        ids: tuple[Sequence[int], Sequence[int]] | None = None,
-    ) -> InfillResult:
-        results = await self.infill_many(
-            prefix, suffix, [params], cancel, plan, priority=priority, ids=ids
-        )
-        return results[0]
+    async def fill(self, hole: Hole) -> Filled:
+        """Plan and fill a hole: `hole.candidates` fills, decoded as one batch (in the service
+        too). `hole.priority` is the caller's to say (`invoked`, `automatic`, `command`): it is
+        never guessed from the request's shape."""
+        if hole.priority not in PRIORITIES:
+            raise ValueError(f"priority must be one of {list(PRIORITIES)}, got {hole.priority!r}")
+        return await self._ready_client().fill(hole)
 
-    async def infill_many(
-        self,
-        prefix: str,
-        suffix: str,
-        params: list[InfillParams],
-        cancel: threading.Event,
-        plan: SpanPlan | None = None,
-        *,
-        priority: Priority,
-        ids: tuple[Sequence[int], Sequence[int]] | None = None,
-    ) -> list[InfillResult]:
-        """Several fills of one hole (say, several span lengths), encoded once and decoded as
-        one batch. With an engine service: one request each, batched by the service.
-        `priority` is the caller's to say (`invoked`, `automatic`, `command`): it is never
-        guessed from the request's shape. `ids`: prefix and suffix as the model's ids, when the
-        caller tokenized them already (context.py): the in-process engine then does not."""
-        if priority not in PRIORITIES:
-            raise ValueError(f"priority must be one of {list(PRIORITIES)}, got {priority!r}")
-        client = self._ready_client()
-        return await client.infill_many(Fill(prefix, suffix, params, cancel, plan, priority, ids))
-
-    async def refine(
-        self,
-        prefix: str,
-        text: str,
-        suffix: str,
-        fraction: float,
-        params: InfillParams,
-        cancel: threading.Event,
-    ) -> RefineResult:
-        client = self._ready_client()
-        return await client.refine(Refinement(prefix, text, suffix, fraction, params, cancel))
+    async def refine(self, job: Refinement) -> RefineResult:
+        return await self._ready_client().refine(job)

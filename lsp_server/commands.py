@@ -10,13 +10,12 @@ import threading
 from dataclasses import dataclass
 
 import grammars
-from infill_engine.context import Context, build_context
-from infill_engine.planner import SpanPlan
 
 from . import syntax
 from .backend import Backend
+from .engine_client import Filled, Hole, Refinement
 from .finish import finish
-from .options import Options, infill_params, span_plan
+from .options import Options, decode_params
 
 
 class CommandError(Exception):
@@ -31,10 +30,29 @@ class Edit:
     what: str  # for the user: what was done
 
 
-def _context(backend: Backend, text: str, start: int, end: int, plan: SpanPlan) -> Context:
-    return build_context(
-        text[:start] + text[end:], start, backend.tokenize, plan.prefix_tokens, plan.suffix_tokens
+async def _fill(
+    backend: Backend,
+    text: str,
+    offset: int,
+    end: int | None,
+    language_id: str,
+    opts: Options,
+    min_tokens: int,
+) -> tuple[Hole, Filled]:
+    """One fill of a hole at command priority, planned and cut by the engine."""
+    hole = Hole(
+        text,
+        offset,
+        end,
+        language_id,
+        "command",
+        1,
+        opts.context.prefix_tokens,
+        opts.context.suffix_tokens,
+        decode_params(opts.decode, min_tokens),
+        threading.Event(),
     )
+    return hole, await backend.fill(hole)
 
 
 def _checked(edit: Edit, text: str, language_id: str) -> Edit:
@@ -56,23 +74,16 @@ async def fill_function_body(
     hole = syntax.function_body(text, offset, language_id)
     if hole is None:
         raise CommandError("no function around the cursor (or no grammar for this language)")
-    # Planned as the empty body it is about to be: the cursor on a blank line of the body.
-    blank = hole.indent + "\n"
-    body_plan = span_plan(
-        opts,
-        backend.ready_engine(),
-        text[: hole.start] + blank + text[hole.end :],
-        hole.start + len(hole.indent),
-        language_id,
+    # The body is about to be empty: the engine sees the cursor on an indented blank line of
+    # it, which it plans as the empty body it is (`function_body`) and cuts the context around.
+    blank = hole.indent + ("" if text.startswith("\n", hole.end) else "\n")
+    empty = text[: hole.start] + blank + text[hole.end :]
+    asked, filled = await _fill(
+        backend, empty, hole.start + len(hole.indent), None, language_id, opts, 4
     )
-    ctx = _context(backend, text, hole.start, hole.end, body_plan)
-    prefix, suffix = ctx.prefix, ctx.suffix
-    p = infill_params(opts.decode, opts.decode.span or body_plan.span, 4)
-    r = await backend.infill(
-        prefix, suffix, p, threading.Event(), body_plan, priority="command", ids=ctx.ids
-    )
+    prefix, suffix = filled.context(asked)
     body = finish(
-        r.text,
+        filled.results[0].text,
         prefix,
         suffix,
         language_id,
@@ -100,27 +111,31 @@ async def regenerate_selection(
 ) -> Edit:
     if end <= start or not text[start:end].strip():
         raise CommandError("select some code to regenerate")
-    plan = span_plan(opts, backend.ready_engine(), text, start, language_id, end=end)
-    ctx = _context(backend, text, start, end, plan)
-    prefix, suffix = ctx.prefix, ctx.suffix  # text, not ids: the instruction may join the prefix
-    line_start = prefix.rfind("\n") + 1
-    head = prefix[line_start:]  # the selection's line before it: its indentation, if blank
-    indent = head[: len(head) - len(head.lstrip())]
+    sent, at, stop = text, start, end
     what = "regenerated the selection"
     if instruction and instruction.strip():
         # A base code model follows intent best as a comment just before the code, in the
-        # language's own comment syntax; the comment is context only and never enters the
-        # document.
+        # language's own comment syntax, at the indentation of the selection's line; the
+        # comment is context only and never enters the document.
         spec = grammars.spec(language_id)
         if spec is not None:
-            note = f"{spec.line_comment} {' '.join(instruction.split())}\n"
-            prefix = prefix[:line_start] + indent + note + prefix[line_start:]
+            line_start = text.rfind("\n", 0, start) + 1
+            head = text[line_start:start]  # the selection's line before it
+            indent = head[: len(head) - len(head.lstrip())]
+            note = f"{indent}{spec.line_comment} {' '.join(instruction.split())}\n"
+            sent = text[:line_start] + note + text[line_start:]
+            at, stop = start + len(note), end + len(note)
         else:
             what += f" (without the instruction: no comment syntax is known for {language_id})"
-    p = infill_params(opts.decode, opts.decode.span or plan.span, 2)
-    r = await backend.infill(prefix, suffix, p, threading.Event(), plan, priority="command")
+    hole, filled = await _fill(backend, sent, at, stop, language_id, opts, 2)
+    prefix, suffix = filled.context(hole)
     new = finish(
-        r.text, prefix, suffix, language_id, block_indent="", document=_around(text, start, end)
+        filled.results[0].text,
+        prefix,
+        suffix,
+        language_id,
+        block_indent="",
+        document=_around(text, start, end),
     )
     if new is None:
         raise CommandError("the model wrote nothing usable for the selection")
@@ -136,13 +151,19 @@ async def refine_selection(
     language_id: str,
     fraction: float = 0.25,
 ) -> Edit:
-    old = text[start:end]
-    if not old.strip():
+    if not text[start:end].strip():
         raise CommandError("select some code to refine")
-    plan = span_plan(opts, backend.ready_engine(), text, start, language_id, end=end)
-    ctx = _context(backend, text, start, end, plan)
-    prefix, suffix = ctx.prefix, ctx.suffix
-    p = infill_params(opts.decode, 1)  # refine sets the span and holds end tokens off itself
-    r = await backend.refine(prefix, old, suffix, fraction, p, threading.Event())
+    job = Refinement(
+        text,
+        start,
+        end,
+        language_id,
+        opts.context.prefix_tokens,
+        opts.context.suffix_tokens,
+        fraction,
+        decode_params(opts.decode),  # refine sets the span and holds end tokens off itself
+        threading.Event(),
+    )
+    r = await backend.refine(job)
     what = f"refined {r.changed} of {len(r.remasked)} unlikely tokens"
     return _checked(Edit(start, end, r.text, what), text, language_id)

@@ -1,9 +1,10 @@
 """Inline completion: from a document and a cursor to the texts the editor shows as ghost text.
 
 Order of work, cheapest first: language and size checks, the typed-ahead cache, the debounce
-(automatic triggers only) with a staleness check after it, then the span plan (planner.py: the
-hole's kind, span, stop rule and context budgets), the context, and the model: a newer request
-on the same document cancels an older one. Model output then goes through finish.py (the text
+(automatic triggers only) with a staleness check after it, then the engine (backend.py): it
+plans the span (the hole's kind, span, stop rule and context budgets), cuts the context and
+fills the candidates, here or in the engine service; a newer request on the same document
+cancels an older one. Model output then goes through finish.py (the text
 steps, then the syntax check: nothing shown adds a syntax error), and is remembered for typing
 ahead.
 """
@@ -15,14 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from infill_engine.context import build_context
-from infill_engine.planner import SpanPlan
 from infill_engine.scheduler import Priority
 
 from .backend import Backend, Superseded
 from .debounce import AdaptiveDebounce
+from .engine_client import Hole
 from .finish import finish
-from .options import Options, infill_params, span_plan
+from .options import Options, decode_params
 from .syntax import Around
 from .typeahead import TypeaheadCache
 
@@ -77,58 +77,50 @@ class Completer:
         self._generation.pop(uri, None)
 
     @staticmethod
-    def _limit(ask: Ask, opts: Options) -> int:
-        return opts.completion.candidates if ask.invoked else 1
+    def candidates(invoked: bool, opts: Options) -> int:
+        """Fills to ask for: for an explicit request the planned span, twice and half of it
+        (request.candidate_spans), at most `candidates`; as the user types, one."""
+        return opts.completion.candidates if invoked else 1
+
+    def _limit(self, ask: Ask, opts: Options) -> int:
+        return self.candidates(ask.invoked, opts)
 
     async def _from_model(self, ask: Ask, opts: Options) -> list[str]:
-        hole = span_plan(
-            opts, self.backend.ready_engine(), ask.text, ask.offset, ask.language_id, tree=ask.tree
-        )
-        ctx = build_context(
+        cancel = threading.Event()
+        priority: Priority = "invoked" if ask.invoked else "automatic"
+        hole = Hole(
             ask.text,
             ask.offset,
-            self.backend.tokenize,
-            hole.prefix_tokens,
-            hole.suffix_tokens,
+            None,
+            ask.language_id,
+            priority,
+            self.candidates(ask.invoked, opts),
+            opts.context.prefix_tokens,
+            opts.context.suffix_tokens,
+            decode_params(opts.decode),
+            cancel,
+            ask.tree,
         )
-        params = [infill_params(opts.decode, span) for span in self._spans(hole, ask, opts)]
-        cancel = threading.Event()
         if (old := self._inflight.get(ask.uri)) is not None:
             old.set()  # a newer request on this document: the older one stops at its next pass
         self._inflight[ask.uri] = cancel
         try:
-            priority: Priority = "invoked" if ask.invoked else "automatic"
-            results = await self.backend.infill_many(
-                ctx.prefix, ctx.suffix, params, cancel, hole, priority=priority, ids=ctx.ids
-            )
+            filled = await self.backend.fill(hole)
         except Superseded:
             return []
         finally:
             if self._inflight.get(ask.uri) is cancel:
                 del self._inflight[ask.uri]
+        results = filled.results
         self.debounce.record_latency(max(r.elapsed_ms for r in results))
         # The syntax check reads the whole document, not the model's trimmed window.
         document = Around(ask.text[: ask.offset], ask.text[ask.offset :])
+        prefix, suffix = filled.context(hole)
         out: list[str] = []
         for r in results:
             if r.stop_reason == "cancelled":
                 return []
-            text = finish(r.text, ctx.prefix, ctx.suffix, ask.language_id, document=document)
+            text = finish(r.text, prefix, suffix, ask.language_id, document=document)
             if text and text not in out:
                 out.append(text)
         return out
-
-    @staticmethod
-    def _spans(span_plan: SpanPlan, ask: Ask, opts: Options) -> list[int]:
-        """Initial spans to try: the plan's (or the user's fixed span), and for an explicit
-        request also longer and shorter ones; each may still grow while its construct is open."""
-        cap = opts.decode.max_span
-        base = opts.decode.span or span_plan.span
-        if not ask.invoked or opts.completion.candidates == 1:
-            return [max(1, min(base, cap))]
-        spans: list[int] = []
-        for s in (base, base * 2, base // 2):
-            s = max(1, min(s, cap))
-            if s not in spans:
-                spans.append(s)
-        return spans[: opts.completion.candidates]

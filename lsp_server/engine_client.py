@@ -2,21 +2,25 @@
 two errors a call may end in (`NotReady`, `Superseded`), and the one `Ledger` of the calls that
 every client writes to and `dllm/status` reads (counters, cancel flags of calls in flight).
 
+A call names a hole in a document (`Hole`: the text, the cursor or a selection, the budgets,
+the settings), not a prefix and a suffix: the engine plans the span, cuts the context to the
+budgets and tokenizes it, so a client that has no tokenizer (the engine service's) asks the same
+question as the in-process one. The answer (`Filled`) says which part of the text the model saw.
+
 Two clients implement the protocol: the in-process engine (local_engine.py) and the engine
-service (remote_engine.py). backend.py holds one of them at a time; neither imports it.
+service (remote_engine.py). backend.py holds one of them at a time; neither imports it. Nothing
+here imports torch.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
-from infill_engine import InfillParams, InfillResult
-from infill_engine.engine import RefineResult
-from infill_engine.planner import SpanPlan
+from infill_engine.params import InfillParams, InfillResult, RefineResult
 from infill_engine.scheduler import Priority
 
 State = Literal["idle", "loading", "ready", "failed"]
@@ -31,27 +35,58 @@ class Superseded(Exception):
 
 
 @dataclass(frozen=True)
-class Fill:
-    """Fills of one hole, one per params (say, several span lengths). `priority` is the
-    caller's (`invoked`, `automatic`, `command`); `ids`: prefix and suffix as the model's ids,
-    when the caller tokenized them already (context.py)."""
+class Hole:
+    """A hole in `text` to plan and fill: the cursor at `offset`, or the selection
+    [offset, end) that the fill replaces (its text is not context). `candidates` fills of
+    different initial spans (request.candidate_spans: the plan's span, twice and half of it);
+    `params.span` is "auto" unless the user fixed one. `priority` is the caller's (`invoked`,
+    `automatic`, `command`); `tree`: the document's tree-sitter tree of `text`, when kept."""
 
-    prefix: str
-    suffix: str
-    params: list[InfillParams]
-    cancel: threading.Event
-    plan: SpanPlan | None
+    text: str
+    offset: int
+    end: int | None
+    language_id: str
     priority: Priority
-    ids: tuple[Sequence[int], Sequence[int]] | None
+    candidates: int
+    prefix_tokens: int  # context budgets, before the planner fits them to the model
+    suffix_tokens: int
+    params: InfillParams
+    cancel: threading.Event
+    tree: Any | None = None
+
+    @property
+    def after(self) -> int:
+        """Where the text after the hole starts: the selection's end, else the cursor."""
+        return self.offset if self.end is None else self.end
+
+
+@dataclass(frozen=True)
+class Filled:
+    """The fills of a hole, one per candidate span, and the context the model saw around them:
+    `text[start:offset]` before and `text[hole.after:stop]` after, in the hole's text."""
+
+    results: list[InfillResult]
+    kind: str  # the planned hole kind (planner.kinds)
+    span: int  # the planned span, in tokens
+    start: int
+    stop: int
+
+    def context(self, hole: Hole) -> tuple[str, str]:
+        """(prefix, suffix) as the model saw them: what finish.py checks a fill against."""
+        return hole.text[self.start : hole.offset], hole.text[hole.after : self.stop]
 
 
 @dataclass(frozen=True)
 class Refinement:
-    """Remask `fraction` of `text`, between `prefix` and `suffix`, and decode it again."""
+    """Remask `fraction` of the selection [start, end) of `text` and decode it again, the
+    context around it within the budgets."""
 
-    prefix: str
     text: str
-    suffix: str
+    start: int
+    end: int
+    language_id: str
+    prefix_tokens: int
+    suffix_tokens: int
     fraction: float
     params: InfillParams
     cancel: threading.Event
@@ -61,7 +96,7 @@ class EngineClient(Protocol):
     """One engine, in this process or behind a service. A set `cancel` flag (or a cancelled
     caller) stops a call: `Superseded` when it had not reached the model yet."""
 
-    async def infill_many(self, fill: Fill) -> list[InfillResult]: ...
+    async def fill(self, hole: Hole) -> Filled: ...
 
     async def refine(self, job: Refinement) -> RefineResult: ...
 
@@ -70,6 +105,10 @@ class EngineClient(Protocol):
 
     def status(self) -> dict[str, Any]:
         """The fields this client adds to `dllm/status`."""
+
+    @property
+    def positions(self) -> int | None:
+        """The model's positions (context + span), when known: settings are clamped to it."""
 
 
 @dataclass

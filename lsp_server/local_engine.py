@@ -1,6 +1,8 @@
-"""The in-process engine as an `EngineClient` (engine_client.py): every fill goes through the
-engine's scheduler (infill_engine/scheduler.py), the same one the engine service uses, and a
-refine runs on a thread of its own. Loading the engine is the backend's (backend.py).
+"""The in-process engine as an `EngineClient` (engine_client.py): a hole is planned here
+(infill_engine/planner/), its context cut to the plan's budgets and tokenized once (context.py),
+and its candidate fills go through the engine's scheduler (infill_engine/scheduler.py), the same
+one the engine service uses; a refine runs on a thread of its own. Loading the engine is the
+backend's (backend.py). This module imports no torch itself: the engine it is given has.
 
 Requests join one running batch between steps, in priority order (invoked, automatic,
 command), so a command never holds up a completion and two fills share passes. Cancellation is
@@ -13,13 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from infill_engine import Engine, InfillResult
-from infill_engine.engine import RefineResult
+from infill_engine import planner
+from infill_engine.context import Context, Tokens, build_context, tokenize_with
+from infill_engine.params import InfillParams, InfillResult, RefineResult
+from infill_engine.request import InfillRequest, candidate_spans
 from infill_engine.scheduler import Cancelled, SchedulerError
 
-from .engine_client import Fill, Ledger, Refinement, Superseded
+from .engine_client import Filled, Hole, Ledger, NotReady, Refinement, Superseded
+
+if TYPE_CHECKING:
+    from infill_engine.engine import Engine
 
 
 class LocalEngineClient:
@@ -30,6 +38,10 @@ class LocalEngineClient:
         self.ledger = ledger
         self._tasks: set[asyncio.Future[None]] = set()  # recording cancelled fills' outcomes
 
+    @property
+    def positions(self) -> int:
+        return int(self.engine.args.max_positions)
+
     def close(self) -> None:
         self.engine.close()  # its queued and running fills end now ("cancelled")
 
@@ -37,21 +49,65 @@ class LocalEngineClient:
         e = self.engine
         return {"device": str(e.device), "dtype": str(e.dtype).removeprefix("torch.")}
 
-    async def infill_many(self, fill: Fill) -> list[InfillResult]:
-        """Encoded once, decoded as one batch; `ids` spare the encoding."""
-        engine, cancel, ids = self.engine, fill.cancel, fill.ids
-        args = (fill.prefix, fill.suffix, fill.params, fill.plan, cancel)
+    # -- what the engine service does on its side (service/native.py) ----------------------------
+    def plan(self, hole: Hole | Refinement, params: InfillParams) -> planner.SpanPlan:
+        """The planner's view of the hole: span, growth, stop rule, budgets."""
+        engine = self.engine
+        offset, end = (hole.offset, hole.end) if isinstance(hole, Hole) else (hole.start, hole.end)
+        return planner.plan(
+            hole.text,
+            offset,
+            hole.language_id,
+            engine.encode,
+            end=end,
+            tree=hole.tree if isinstance(hole, Hole) else None,
+            max_positions=engine.args.max_positions,
+            prefix_tokens=hole.prefix_tokens,
+            suffix_tokens=hole.suffix_tokens,
+            max_span=params.max_span,
+            block_size=params.block_size,
+        )
+
+    def context(self, text: str, offset: int, after: int, plan: planner.SpanPlan) -> Context:
+        """The context around [offset, after) of text, cut to the plan's budgets, tokenized
+        once: its ids are the request's. A selection's own text is not context."""
+        joined = text if after == offset else text[:offset] + text[after:]
+        return build_context(joined, offset, self.tokenize, plan.prefix_tokens, plan.suffix_tokens)
+
+    def tokenize(self, text: str) -> Tokens:
+        tokenizer = self.engine.tokenizer
+        if tokenizer is None:
+            raise NotReady("the model has no tokenizer")
+        return tokenize_with(tokenizer, text)
+
+    def prepare(self, hole: Hole) -> tuple[planner.SpanPlan, Context, list[InfillRequest]]:
+        """Plan, cut, and one request per candidate span (request.candidate_spans)."""
+        p = hole.params
+        plan = self.plan(hole, p)
+        ctx = self.context(hole.text, hole.offset, hole.after, plan)
+        base = p.span if isinstance(p.span, int) else plan.span
+        params = [
+            replace(p, span=s, max_span=max(s, p.max_span), min_tokens=min(s, p.min_tokens))
+            for s in candidate_spans(base, p.max_span, hole.candidates)
+        ]
+        requests = self.engine.requests(
+            ctx.prefix, ctx.suffix, params, plan, hole.cancel, ids=ctx.ids
+        )
+        return plan, ctx, requests
+
+    # -- calls -------------------------------------------------------------------------------------
+    async def fill(self, hole: Hole) -> Filled:
+        """Planned, cut and encoded on the loop (the context's ids: nothing to encode again),
+        decoded as one batch."""
+        cancel = hole.cancel
         with self.ledger.call(cancel):
             t0 = time.perf_counter()
-            scheduler = engine.scheduler()
+            scheduler = self.engine.scheduler()
             try:
                 if cancel.is_set():
                     raise Superseded
-                if ids is None:  # encoded off the event loop (a long document takes ms)
-                    requests = await asyncio.to_thread(engine.requests, *args)
-                else:  # the context's ids: nothing to encode, no thread to hand over to
-                    requests = engine.requests(*args, ids)
-                tickets = [scheduler.submit_request(r, priority=fill.priority) for r in requests]
+                plan, ctx, requests = self.prepare(hole)
+                tickets = [scheduler.submit_request(r, priority=hole.priority) for r in requests]
                 # shielded: a cancelled handler must not cancel the tickets' futures, whose
                 # results (stop_reason "cancelled") the counters still record
                 waits = [asyncio.wrap_future(t.future) for t in tickets]
@@ -70,8 +126,9 @@ class LocalEngineClient:
                 raise Superseded from None  # superseded while it queued: no model call at all
             except SchedulerError as e:  # busy, deadline: the server logs it, no completion
                 raise RuntimeError(f"engine: {e}") from None
-        self.ledger.record(results, (time.perf_counter() - t0) * 1000)
-        return results
+        self.ledger.record(results, (time.perf_counter() - t0) * 1000, kind=plan.kind)
+        stop = ctx.suffix_end + hole.after - hole.offset  # back in the text, past a selection
+        return Filled(results, plan.kind, plan.span, ctx.prefix_start, stop)
 
     async def _record_later(self, waits: list[asyncio.Future[InfillResult]], t0: float) -> None:
         """Record how a fill whose handler was cancelled ended (it stops at its next step)."""
@@ -86,14 +143,14 @@ class LocalEngineClient:
 
     async def refine(self, job: Refinement) -> RefineResult:
         engine, cancel = self.engine, job.cancel
+        ctx = self.context(job.text, job.start, job.end, self.plan(job, job.params))
+        old = job.text[job.start : job.end]
 
         def work() -> RefineResult:
             # One scoring pass, then a row of the engine's running batch at command priority
             # (Engine.refine): this thread only waits for it.
             t0 = time.perf_counter()
-            result = engine.refine(
-                job.prefix, job.text, job.suffix, job.fraction, job.params, cancel
-            )
+            result = engine.refine(ctx.prefix, old, ctx.suffix, job.fraction, job.params, cancel)
             self.ledger.record(result, (time.perf_counter() - t0) * 1000)
             return result
 

@@ -14,9 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from infill_engine import planner
 from infill_engine.params import CACHE_MODES, DECODE_POLICIES, InfillParams
-from infill_engine.planner import SpanPlan
 from infill_engine.service.listen import ServeError, parse_address
 
 from .debounce import AdaptiveDebounce
@@ -45,17 +43,20 @@ class DecodeOptions:
     cache: str = "dual"
 
 
-def infill_params(opts: DecodeOptions, span: int, min_tokens: int = 0) -> InfillParams:
-    """The engine's settings for one fill of `span` tokens: at least `min_tokens` of them, and
-    never fewer than the user's `decode.minTokens`."""
+def decode_params(opts: DecodeOptions, min_tokens: int = 0) -> InfillParams:
+    """The engine's settings for the fills of one hole: the span fixed by the user (at most
+    `decode.maxSpan`) or "auto" (the planner's), at least `min_tokens` tokens and never fewer
+    than `decode.minTokens` (each candidate's floor is cut to its own span)."""
+    span = None if opts.span is None else min(opts.span, opts.max_span)
+    floor = max(min_tokens, opts.min_tokens)
     return InfillParams(
-        span=span,
-        max_span=max(span, opts.max_span),
+        span="auto" if span is None else span,
+        max_span=opts.max_span,
         block_size=opts.block_size,
         decode=opts.policy,  # type: ignore[arg-type]  # checked by _policy
         threshold=opts.threshold,
         cache=opts.cache,  # type: ignore[arg-type]  # checked by _cache
-        min_tokens=min(span, max(min_tokens, opts.min_tokens)),
+        min_tokens=floor if span is None else min(span, floor),
     )
 
 
@@ -86,34 +87,6 @@ class Options:
     token: str | None = None  # the shared secret a TCP client must send
 
 
-def span_plan(
-    opts: Options,
-    engine: Any,
-    text: str,
-    offset: int,
-    language_id: str,
-    *,
-    end: int | None = None,
-    tree: Any | None = None,
-) -> SpanPlan:
-    """The planner's view of a hole under these settings: span, growth, stop rule and context
-    budgets (infill_engine/planner.py), for the inline path and the commands alike. `engine` is
-    what the backend serves: it gives the tokenizer and the model's positions."""
-    return planner.plan(
-        text,
-        offset,
-        language_id,
-        engine.encode,
-        end=end,
-        tree=tree,
-        max_positions=engine.args.max_positions,
-        prefix_tokens=opts.context.prefix_tokens,
-        suffix_tokens=opts.context.suffix_tokens,
-        max_span=opts.decode.max_span,
-        block_size=opts.decode.block_size,
-    )
-
-
 class OverLimit(ValueError):
     """A value past what the server can honour: it is used at `limit`, with a message."""
 
@@ -134,12 +107,13 @@ def _optional_text(v: Any) -> str | None:
 
 def normalize_address(text: str) -> str:
     """An engine service address as `infill_engine.service.parse_address` reads it:
-    `unix:PATH`, or `tcp:HOST:PORT` (also written `tcp://HOST:PORT`); ValueError if neither."""
+    `unix:PATH`, `tcp:HOST:PORT` (also written `tcp://HOST:PORT`) or `http://HOST:PORT`;
+    ValueError if none of these."""
     try:
         address = parse_address(text)
     except ServeError as e:
         raise ValueError(str(e)) from None
-    if address.kind == "tcp" and address.port == 0:
+    if address.kind != "unix" and address.port == 0:
         raise ValueError(f"must name a port, got {text[:200]!r}")
     return str(address)
 
@@ -148,7 +122,9 @@ def _address(v: Any) -> str | None:
     if v is None or v == "":
         return None
     if not isinstance(v, str):
-        raise ValueError(f"must be a string, unix:PATH or tcp://HOST:PORT, got {v!r:.200}")
+        raise ValueError(
+            f"must be a string, unix:PATH, tcp://HOST:PORT or http://HOST:PORT, got {v!r:.200}"
+        )
     return normalize_address(v)
 
 

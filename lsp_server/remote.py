@@ -4,8 +4,9 @@
 (version and token), requests matched to replies by id, `cancel {id}` notifications, and, when
 the connection is lost, reconnection with exponential backoff until it is back or closed.
 
-The wire alone: what a request means to the language server (the engine service as its
-engine, the stand-in for the model's tokenizer and positions) is remote_engine.py's.
+`Link` is what every transport shares (the settings, reconnection with backoff); `RemoteClient`
+is the msgpack one, http_remote.py's `HttpClient` the HTTP one (`http://HOST:PORT`). The wire
+alone: what a request means to the language server is remote_engine.py's.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class RemoteError(ValueError):
 
 
 def engine_address(text: str) -> Address:
-    """An `engineAddress` (`unix:PATH`, `tcp://HOST:PORT`) as the service's `Address`."""
+    """An `engineAddress` (`unix:PATH`, `tcp://HOST:PORT`, `http://HOST:PORT`) as the
+    service's `Address`."""
     try:
         return parse_address(normalize_address(text))
     except (ValueError, ServeError) as e:
@@ -123,11 +125,13 @@ async def _first_message(reader: asyncio.StreamReader, frames: FrameReader) -> M
             return item
 
 
-class RemoteClient:
-    """One connection to the service, re-established with backoff (`backoff_s`, doubling up to
-    `max_backoff_s`) whenever it is lost. `on_up(hello)` runs on every (re)connection,
-    `on_down(reason)` on every loss and on a refusal. `sleep(delay)` is the wait before each
-    attempt (asyncio.sleep; a test replaces it to see the delays without waiting them)."""
+class Link:
+    """What every transport to the service shares: the settings of a connection, and
+    reconnection with backoff (`backoff_s`, doubling up to `max_backoff_s`) whenever it is
+    lost. `on_up(hello)` runs on every (re)connection, `on_down(reason)` on every loss and on a
+    refusal. `sleep(delay)` is the wait before each attempt (asyncio.sleep; a test replaces it
+    to see the delays without waiting them). A transport adds `connected`, `connect`, `send`,
+    `cancel` and `close`."""
 
     def __init__(
         self,
@@ -147,7 +151,6 @@ class RemoteClient:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.connect_timeout_s = connect_timeout_s
-        self.conn: _Connection | None = None
         self.closed = False
         self.attempts = 0  # connection attempts, all told
         self.sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
@@ -157,20 +160,23 @@ class RemoteClient:
 
     @property
     def connected(self) -> bool:
-        return self.conn is not None
+        raise NotImplementedError
 
     async def connect(self) -> Message:
         """One attempt; the hello reply. Unavailable or Refused."""
-        if self.closed:
-            raise Unavailable("the client is closed")
-        self.attempts += 1
-        conn = await _open(self.address, self.token, self.connect_timeout_s)
-        if self.closed:
-            conn.writer.close()
-            raise Unavailable("the client is closed")
-        self.conn = conn
-        conn.task = asyncio.get_running_loop().create_task(self._read(conn))
-        return conn.hello
+        raise NotImplementedError
+
+    def send(self, kind: str, fields: Mapping[str, Any]) -> tuple[int, asyncio.Future[Message]]:
+        """Send a request; (its id, a future of its reply). Unavailable when not connected."""
+        raise NotImplementedError
+
+    def cancel(self, rid: int) -> None:
+        """Cancel a request in flight: its reply says `cancelled`."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop retrying and drop the connection; requests in flight fail with Unavailable."""
+        raise NotImplementedError
 
     def retry(self) -> None:
         """Keep trying to connect, with backoff, until connected or closed."""
@@ -179,7 +185,7 @@ class RemoteClient:
 
     async def _retry_loop(self) -> None:
         delay = self.backoff_s
-        while not self.closed and self.conn is None:
+        while not self.closed and not self.connected:
             await self.sleep(delay)
             try:
                 hello = await self.connect()
@@ -192,6 +198,35 @@ class RemoteClient:
                 continue
             self.reconnects += 1
             await self.on_up(hello)
+
+    def _stop_retrying(self) -> None:
+        self.closed = True
+        if self._retry is not None:
+            self._retry.cancel()
+
+
+class RemoteClient(Link):
+    """One msgpack connection to the service (`unix:`, `tcp:`), re-established with backoff."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.conn: _Connection | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.conn is not None
+
+    async def connect(self) -> Message:
+        if self.closed:
+            raise Unavailable("the client is closed")
+        self.attempts += 1
+        conn = await _open(self.address, self.token, self.connect_timeout_s)
+        if self.closed:
+            conn.writer.close()
+            raise Unavailable("the client is closed")
+        self.conn = conn
+        conn.task = asyncio.get_running_loop().create_task(self._read(conn))
+        return conn.hello
 
     async def _read(self, conn: _Connection) -> None:
         reason = "the service closed the connection"
@@ -252,9 +287,7 @@ class RemoteClient:
 
     def close(self) -> None:
         """Stop retrying and drop the connection; requests in flight fail with Unavailable."""
-        self.closed = True
-        if self._retry is not None:
-            self._retry.cancel()
+        self._stop_retrying()
         conn, self.conn = self.conn, None
         if conn is not None:
             if conn.task is not None:

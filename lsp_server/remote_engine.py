@@ -1,12 +1,18 @@
 """The engine service (`engineAddress`) as an `EngineClient` (engine_client.py): the model runs
-in a `dllm-infill serve` service, reached through remote.py's `RemoteClient`.
+in a `dllm-infill serve` service, reached through remote.py's `RemoteClient` (`unix:`, `tcp:`)
+or http_remote.py's `HttpClient` (`http://`).
 
-No weights are loaded here, only the model's tokenizer and config (`RemoteEngine`, the stand-in
-for `Engine`) for planning and context. Each fill is one `infill` request per params, a refine
-one `refine` request; a set cancel flag or a cancelled caller sends `cancel {id}`. This client
-also owns how the connection stands: a lost connection is one message to the user, `failed`
-state (no completions) and reconnection with backoff until the service is back, which it writes
-to its `Host` (the backend) without importing it.
+A thin client: nothing of the model is loaded here (no tokenizer, no config, no weights, no
+torch). Each hole is one `v2/infill` request with a window of the document around it
+(window.py); the service plans the span, cuts and tokenizes the context, decodes every
+candidate and says which part of the window the model saw. A refine is one `refine` request,
+its context cut here by characters (window.py again): the service trims it to the model's
+positions. A set cancel flag or a cancelled caller sends `cancel {id}` (over HTTP the request
+is dropped, which the service takes as a disconnect and cancels its rows).
+
+This client also owns how the connection stands: a lost connection is one message to the user,
+`failed` state (no completions) and reconnection with backoff until the service is back, which
+it writes to its `Host` (the backend) without importing it.
 """
 
 from __future__ import annotations
@@ -16,76 +22,31 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any, Protocol
 
-from infill_engine import Engine, InfillResult
-from infill_engine.engine import RefineResult
-from infill_engine.loader import (
-    ModelLoadError,
-    load_tokenizer,
-    pick_family,
-    read_config,
-    read_threshold,
-    resolve_model_dir,
-)
-from infill_engine.models import ModelArgs
-from infill_engine.params import threshold_or_default
+from infill_engine.params import InfillParams, InfillResult, RefineResult
 from infill_engine.service import Message, ServiceError
 
-from .engine_client import Fill, Ledger, NotReady, Refinement, State, Superseded
+from .engine_client import Filled, Hole, Ledger, NotReady, Refinement, State, Superseded
+from .http_remote import HttpClient
 from .options import EngineOptions
-from .remote import Refused, RemoteClient, RemoteError, Unavailable, engine_address, engine_token
+from .remote import (
+    Link,
+    Refused,
+    RemoteClient,
+    RemoteError,
+    Unavailable,
+    engine_address,
+    engine_token,
+)
+from .window import window
 
 log = logging.getLogger("dllm-infill-ls.backend")  # the backend's log: this is a part of it
 
 CANCEL_POLL_S = 0.02  # how often a remote request checks its cancel flag while it waits
-
-
-# -- what stays local: the stand-in -----------------------------------------------------------
-@dataclass
-class RemoteEngine:
-    """The stand-in for `Engine` in remote mode: tokenizer and positions, no weights."""
-
-    model: str  # as the service names it
-    path: Path  # the directory the tokenizer and config.json came from
-    tokenizer: Any
-    args: ModelArgs
-    family: str
-    threshold: float  # the τ the directory recommends (what the service uses by default)
-    address: str
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
-
-
-def load_remote_engine(names: list[str], address: str) -> RemoteEngine:
-    """The tokenizer and config of the first of `names` (the service's model, then the user's
-    `model` setting) found on this machine. Blocking: run it off the event loop."""
-    reasons = []
-    for name in dict.fromkeys(names):
-        try:
-            path = resolve_model_dir(name)
-            config = read_config(path)
-            family = pick_family(config, qwen2_as_diffusion=True)
-            try:
-                args = family.parse_args(config)
-            except (TypeError, ValueError) as e:
-                raise ModelLoadError(f"{path / 'config.json'}: {e}") from e
-            tokenizer = load_tokenizer(path)
-            threshold = read_threshold(path)
-        except (ModelLoadError, OSError) as e:
-            reasons.append(str(e))
-            continue
-        tokenizer.model_max_length = 1 << 60  # the context is cut by token spans, not here
-        tau = threshold_or_default(threshold)
-        return RemoteEngine(names[0], path, tokenizer, args, family.name, tau, address)
-    raise ModelLoadError(
-        f"the engine service serves model {names[0]!r}, and its tokenizer is needed here too: "
-        + "; ".join(reasons)
-        + " (set `model` to a local copy of the model's directory)"
-    )
+NATIVE = "v2/infill"
+MAX_CANDIDATES = 4  # the service's limit (request.candidate_spans gives at most three anyway)
 
 
 class Host(Protocol):
@@ -94,7 +55,6 @@ class Host(Protocol):
 
     state: State
     error: str | None
-    engine: Engine | RemoteEngine | None
     log: Callable[[str], None]
     tell: Callable[[str], None]
 
@@ -110,7 +70,8 @@ class RemoteEngineClient:
         self.options = options
         self.ledger = ledger
         self.backoff_s = backoff_s
-        self.remote: RemoteClient | None = None  # None: a bad address, or closed
+        self.remote: Link | None = None  # None: a bad address, or closed
+        self.hello: Message = {}  # the service's latest hello: its model, its limits
 
     # -- the connection ---------------------------------------------------------------------------
     async def connect(self, report: Callable[[str], None]) -> None:
@@ -124,7 +85,8 @@ class RemoteEngineClient:
             return
         report(f"connecting to the engine service at {address}")
         first, longest = self.backoff_s
-        client = RemoteClient(
+        transport = HttpClient if address.kind == "http" else RemoteClient
+        client = transport(
             address,
             engine_token(options.token),
             self._up,
@@ -147,37 +109,15 @@ class RemoteEngineClient:
         await self._up(hello)
 
     async def _up(self, hello: Message) -> None:
-        """Connected (first time or again): the local stand-in, then `ready`."""
+        """Connected (first time or again): `ready`. Nothing to load: the service plans."""
         client, host = self.remote, self.host
-        if client is None:
-            return
+        if client is None or not client.connected:
+            return  # closed, or lost again meanwhile (and told): the retries go on
         first = host.state == "loading"  # the server reports how a load ends; later, we do
-        model = str(hello.get("model") or self.options.model)
-        engine = host.engine
-        if not (isinstance(engine, RemoteEngine) and engine.model == model):
-            names = [model, self.options.model]
-            try:
-                engine = await asyncio.to_thread(load_remote_engine, names, str(client.address))
-            except Exception as e:  # a corrupt tokenizer file raises its own error type
-                if not isinstance(e, ModelLoadError):
-                    log.error("loading the tokenizer of %s failed", model, exc_info=e)
-                if client is self.remote:
-                    client.close()  # retrying cannot help: the settings must change
-                    host.state, host.error, host.engine = "failed", str(e), None
-                    if not first:
-                        self._tell(host.error)
-                return
-        if client is not self.remote:
-            return  # reloaded (this client closed) while the tokenizer loaded
-        host.engine = engine  # kept for the next reconnection
-        if not client.connected:
-            return  # lost again meanwhile (and told): the retries go on
+        self.hello = hello
         host.state, host.error = "ready", None
         if first:
-            host.log(
-                f"engine service {client.address} ready: model {model}, "
-                f"{engine.args.max_positions} positions (tokenizer from {engine.path})"
-            )
+            host.log(f"engine service {client.address} ready: model {self.model}")
         else:
             host.log(f"engine service {client.address} is back; completions resume")
 
@@ -205,45 +145,95 @@ class RemoteEngineClient:
             self.remote.close()
             self.remote = None
 
+    @property
+    def model(self) -> str | None:
+        """The model the service names in its hello."""
+        model = self.hello.get("model")
+        return str(model) if model else None
+
+    @property
+    def positions(self) -> int | None:
+        """The model's positions, when the service's hello says (`max_positions`)."""
+        n = self.hello.get("max_positions")
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
     def status(self) -> dict[str, Any]:
-        e = self.host.engine
         return {
             "engine_address": self.options.address,
-            "service_model": e.model if isinstance(e, RemoteEngine) else None,
+            "service_model": self.model,
             "reconnects": self.remote.reconnects if self.remote is not None else 0,
         }
 
     # -- requests ---------------------------------------------------------------------------------
-    async def infill_many(self, fill: Fill) -> list[InfillResult]:
-        """One `infill` request per params, batched by the service (`ids` stay here: the
-        service encodes the text with its own tokenizer)."""
-        fields: dict[str, Any] = {
-            "prefix": fill.prefix,
-            "suffix": fill.suffix,
-            "priority": fill.priority,
+    async def fill(self, hole: Hole) -> Filled:
+        """One `v2/infill` request: a window of the text around the hole (window.py), whose
+        offsets the reply's context range is mapped back from."""
+        lo, hi = window(
+            hole.text,
+            hole.offset,
+            hole.after,
+            hole.prefix_tokens,
+            hole.suffix_tokens,
+            hole.language_id,
+            hole.tree,
+        )
+        body: dict[str, Any] = {
+            "text": hole.text[lo:hi],
+            "offset": hole.offset - lo,
+            "languageId": hole.language_id or "plaintext",
+            "trigger": hole.priority,
+            "candidates": max(1, min(hole.candidates, MAX_CANDIDATES)),
+            "prefixTokens": hole.prefix_tokens,
+            "suffixTokens": hole.suffix_tokens,
+            "params": wire_params(hole.params),
         }
-        if (plan := fill.plan) is not None:
-            stop = asdict(plan.stop)
-            fields["plan"] = {"span": plan.span, "max_span": plan.max_span, "stop": stop}
+        if hole.end is not None:
+            body["end"] = hole.end - lo
         t0 = time.perf_counter()
-        bodies = [{**fields, "params": asdict(p)} for p in fill.params]
-        replies = await self._call("infill", bodies, fill.cancel)
-        results = [_result(reply) for reply in replies]
-        queue = {"queue_ms": replies[0].get("queue_ms"), "batch_size": replies[0].get("batch_size")}
-        self.ledger.record(results, (time.perf_counter() - t0) * 1000, **queue)
-        return results
+        try:
+            (reply,) = await self._call(NATIVE, [body], hole.cancel)
+        except RemoteError as e:
+            if e.code == "unknown_method":  # a service from before the native call
+                raise RemoteError(
+                    f"the engine service does not offer {NATIVE} (it predates it); upgrade it",
+                    e.code,
+                ) from None
+            raise
+        items = reply.get("items") or []
+        if not items:
+            raise RemoteError("engine service: a v2/infill reply without items", "internal")
+        results = [_result(item) for item in items]
+        plan, ctx = dict(reply.get("plan") or {}), dict(reply.get("context") or {})
+        kind = str(plan.get("kind", ""))
+        more = {"queue_ms": items[0].get("queue_ms"), "batch_size": items[0].get("batch_size")}
+        self.ledger.record(results, (time.perf_counter() - t0) * 1000, kind=kind, **more)
+        start = lo + int(ctx.get("start", hole.offset - lo))
+        stop = lo + int(ctx.get("end", hole.after - lo))
+        return Filled(results, kind, int(plan.get("span", 0)), start, stop)
 
     async def refine(self, job: Refinement) -> RefineResult:
-        body: dict[str, Any] = {"prefix": job.prefix, "text": job.text, "suffix": job.suffix}
-        body.update(fraction=job.fraction, params=asdict(job.params))
+        """The selection and, around it, the characters of a window (window.py; there is no
+        tokenizer here to cut by tokens): the service trims them to the model's positions."""
+        lo, hi = window(
+            job.text, job.start, job.end, job.prefix_tokens, job.suffix_tokens, job.language_id
+        )
+        body: dict[str, Any] = {
+            "prefix": job.text[lo : job.start],
+            "text": job.text[job.start : job.end],
+            "suffix": job.text[job.end : hi],
+            "fraction": job.fraction,
+            "params": wire_params(job.params),
+        }
         t0 = time.perf_counter()
         try:
             (r,) = await self._call("refine", [body], job.cancel)
         except RemoteError as e:
-            if e.code == "unknown_method":  # a service from before refine was in it
+            if e.code == "unknown_method":  # a service from before refine, or the HTTP front
                 raise RemoteError(
-                    "the engine service does not offer refine (it predates it); "
-                    "upgrade it, or clear engineAddress to refine in-process"
+                    "the engine service does not offer refine here (a service that predates "
+                    "it, or the HTTP front); use its unix: or tcp: address, or clear "
+                    "engineAddress to refine in-process",
+                    e.code,
                 ) from None
             raise
         result = RefineResult(
@@ -315,8 +305,16 @@ class RemoteEngineClient:
         return results
 
 
+def wire_params(p: InfillParams) -> dict[str, Any]:
+    """InfillParams as the wire's `params` map: `span` only when the user fixed one."""
+    fields = asdict(p)
+    if fields["span"] == "auto":
+        del fields["span"]
+    return fields
+
+
 def _result(r: dict[str, Any]) -> InfillResult:
-    """An `infill` reply's result as the engine's InfillResult (no token ids on the wire)."""
+    """A reply's item as the engine's InfillResult (no token ids on the wire)."""
     return InfillResult(
         text=str(r.get("text", "")),
         tokens=int(r.get("tokens", 0)),

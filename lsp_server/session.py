@@ -108,11 +108,11 @@ class DllmServer(LanguageServer):
     def fit_settings(self) -> None:
         """Put the user's settings in force, clamped to the loaded model (once there is one).
         Each clamp is told once, while it lasts: reloads and other changes do not repeat it."""
-        engine = self.backend.engine if self.backend.state == "ready" else None
-        if engine is None:
+        positions = self.backend.positions  # None: no model yet, or a service that does not say
+        if positions is None:
             self.options, notes = self.settings, list(self._clamps)
         else:
-            self.options, notes = fit_model(self.settings, engine.args.max_positions)
+            self.options, notes = fit_model(self.settings, positions)
         for note in notes:
             if note not in self._clamps:
                 self.tell(note)

@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +24,15 @@ from hypothesis import strategies as st
 from lsp_client import StdioPeer, init_params
 from pygls.protocol import default_converter
 
+from infill_engine.request import candidate_spans
 from lsp_server.options import (
     _SCHEMA,
     _SECRET,
     MAX_UNKNOWN_TOLD,
     Options,
+    decode_params,
     describe,
     fit_model,
-    infill_params,
     parse_options,
 )
 from lsp_server.server import FILL_BODY, REFACTOR, REFINE, RELOAD_QUIET_S
@@ -161,8 +163,11 @@ def check_options(opts: Options) -> None:
     )
     assert errors == [] and again == opts
     decode = fit_model(opts, 384)[0].decode
-    for span in {1, decode.max_span, decode.span or 1}:
-        infill_params(decode, span)  # raises on an invalid combination
+    for floor in {0, 4, decode.max_span}:
+        p = decode_params(decode, floor)  # raises on an invalid combination
+        base = p.span if isinstance(p.span, int) else 1  # "auto": the planner's, at least 1
+        for s in candidate_spans(base, p.max_span, 3):  # each fill's params, as the engine's
+            replace(p, span=s, max_span=max(s, p.max_span), min_tokens=min(s, p.min_tokens))
 
 
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])

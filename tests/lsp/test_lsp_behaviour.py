@@ -13,7 +13,7 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from lsp_server.completion import Ask, Completer
+from lsp_server.completion import Completer
 from lsp_server.options import parse_options
 
 URI = "file:///work/behaviour.py"
@@ -85,15 +85,17 @@ async def test_did_close_forgets_the_document(client: LanguageClient) -> None:
 
 def test_span_candidates() -> None:
     """An invoked request tries the plan, twice it and half it (capped, de-duplicated, at most
-    `candidates`); an automatic one only the plan."""
-    from infill_engine.context import Context
-
-    ctx = Context("x = ", "\n", 0, 0)
+    `candidates`); an automatic one only the plan. The spans are the engine's own
+    (request.candidate_spans, the same in-process and in the engine service)."""
+    from infill_engine.request import candidate_spans
+    from lsp_server.options import decode_params
 
     def spans(invoked: bool, **settings: object) -> list[int]:
         opts, errors = parse_options(settings)
         assert errors == []
-        return Completer._spans(ctx, Ask(URI, "x = \n", 4, "python", invoked), opts)
+        p = decode_params(opts.decode)
+        assert isinstance(p.span, int)
+        return candidate_spans(p.span, p.max_span, Completer.candidates(invoked, opts))
 
     assert spans(True, decode={"span": 8}) == [8, 16, 4]
     assert spans(False, decode={"span": 8}) == [8]
@@ -101,3 +103,4 @@ def test_span_candidates() -> None:
     assert spans(True, decode={"span": 8}, candidates=1) == [8]
     assert spans(True, decode={"span": 100, "maxSpan": 128}) == [100, 128, 50]
     assert spans(True, decode={"span": 1}) == [1, 2]
+    assert spans(True, decode={"span": 100, "maxSpan": 64}) == [64, 32]  # a fixed span is capped

@@ -1,6 +1,8 @@
 """The language server as a client of `dllm-infill serve` (engineAddress): a real service on a
 real socket in this process, the real builtin engine behind it, and the server's real Backend
-and Completer (and, last, the real language server over stdio) in front.
+and Completer (and, last, the real language server over stdio) in front. The client is thin:
+each hole is one `v2/infill`, planned and cut by the service (test_thin_remote.py checks that
+nothing of the model is loaded on the client's side).
 
 Nothing here waits for time to pass: the client's reconnection back-off goes through a hook
 that records each delay and holds the next attempt until the test lets it go, and the
@@ -21,7 +23,9 @@ from infill_engine import Engine, InfillParams, load
 from infill_engine.scheduler import Scheduler, Ticket
 from infill_engine.service import TOKEN_ENV, Address, Service, ServiceThread
 from lsp_server.backend import Backend, NotReady, Superseded
+from lsp_server.commands import fill_function_body
 from lsp_server.completion import Ask, Completer
+from lsp_server.engine_client import Filled, Hole, Refinement
 from lsp_server.options import EngineOptions, Options, describe, parse_options
 from lsp_server.remote import engine_address
 
@@ -31,6 +35,17 @@ TOKEN = "s3cret-token"
 # One token per pass over a long span, no cache, no early end: a request of many seconds.
 SLOW = InfillParams(span=300, max_span=300, decode="fixed", min_tokens=300, cache="none")
 GREEDY = InfillParams(span=16, max_span=64, min_tokens=1)
+
+
+def hole(params: InfillParams = GREEDY, cancel: threading.Event | None = None) -> Hole:
+    """The hole between PREFIX and SUFFIX, one candidate, at an editor's priority."""
+    text = PREFIX + SUFFIX
+    event = cancel if cancel is not None else threading.Event()
+    return Hole(text, len(PREFIX), None, "python", "invoked", 1, 1024, 512, params, event)
+
+
+async def fill(backend: Backend, params: InfillParams = GREEDY) -> Filled:
+    return await backend.fill(hole(params))
 
 
 @pytest.fixture(scope="module")
@@ -111,14 +126,18 @@ async def test_remote_completions_equal_in_process_ones(
         status_ = remote.status()
         assert status_["engine_address"] == f"unix:{service.address.path}"
         assert status_["service_model"] == "builtin" and status_["device"] is None
-        assert remote.ready_engine().args.max_positions == engine.args.max_positions
-        assert remote.tokenize("def f(x):") == local.tokenize("def f(x):")
+        assert remote.engine is None  # no stand-in: nothing of the model here
 
-        # the same hole and greedy params: the same fill, token for token
-        got = await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
-        want = await local.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
-        assert (got.text, got.tokens, got.stop_reason) == (want.text, want.tokens, want.stop_reason)
-        assert got.nfe == want.nfe and got.span == want.span
+        # the same hole and greedy params: the same fill, token for token, from the same context
+        got, want = await fill(remote), await fill(local)
+        for a, b in zip(got.results, want.results, strict=True):
+            assert (a.text, a.tokens, a.stop_reason, a.nfe, a.span) == (
+                b.text, b.tokens, b.stop_reason, b.nfe, b.span,
+            )  # fmt: skip
+        assert (got.kind, got.span, got.start, got.stop) == (
+            want.kind, want.span, want.start, want.stop,
+        )  # fmt: skip
+        assert got.results[0].text and got.kind == "line"
 
         # the whole completion path: plan, context, several spans, finishing
         opts = Options()
@@ -129,13 +148,22 @@ async def test_remote_completions_equal_in_process_ones(
         assert service.service.scheduler.stats()["done"] >= 2  # the fill, and the candidates
         assert remote.status()["requests"] == 2 and remote.status()["model_calls"] == 2
 
+        # a command: the service plans the empty body and cuts the context as the engine here
+        at = GREET.index("\n    \n") + 5
+        got_body = await fill_function_body(remote, GREET, at, "python", opts)
+        want_body = await fill_function_body(local, GREET, at, "python", opts)
+        assert got_body == want_body
+        assert remote.status()["last"]["kind"] == local.status()["last"]["kind"] == "statement"
+
         # refine runs in the service too, and edits exactly as in-process
-        got_r = await remote.refine(PREFIX, "a +  b", SUFFIX, 0.5, GREEDY, threading.Event())
-        want_r = await local.refine(PREFIX, "a +  b", SUFFIX, 0.5, GREEDY, threading.Event())
+        text = PREFIX + "a +  b" + SUFFIX
+        job = Refinement(text, len(PREFIX), len(PREFIX) + 6, "python", 1024, 512, 0.5, GREEDY,
+                         threading.Event())  # fmt: skip
+        got_r, want_r = await remote.refine(job), await local.refine(job)
         assert (got_r.text, got_r.remasked, got_r.changed) == (
             want_r.text, want_r.remasked, want_r.changed,
         )  # fmt: skip
-        assert got_r.nfe == want_r.nfe >= 2 and remote.status()["requests"] == 3
+        assert got_r.nfe == want_r.nfe >= 2 and remote.status()["requests"] == 4
     finally:
         remote.close()
         local.close()
@@ -156,7 +184,7 @@ async def test_cancelling_stops_the_remote_request(engine: Engine, sock: str) ->
     try:
         # a newer request sets the flag: `cancel {id}` goes out, the call is superseded
         cancel = threading.Event()
-        task = asyncio.create_task(remote.infill(PREFIX, SUFFIX, SLOW, cancel, priority="invoked"))
+        task = asyncio.create_task(remote.fill(hole(SLOW, cancel)))
         await wait_for(lambda: scheduler.stats()["running"] == 1, timeout=30)
         cancel.set()
         with pytest.raises(Superseded):
@@ -166,9 +194,7 @@ async def test_cancelling_stops_the_remote_request(engine: Engine, sock: str) ->
         assert scheduler.stats()["passes"] == 0  # not one of the 300 passes ran
 
         # the editor cancels the LSP request: the handler's task is cancelled, and so is the work
-        task = asyncio.create_task(
-            remote.infill(PREFIX, SUFFIX, SLOW, threading.Event(), priority="invoked")
-        )
+        task = asyncio.create_task(fill(remote, SLOW))
         await wait_for(lambda: scheduler.stats()["running"] == 1, timeout=30)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -182,7 +208,7 @@ async def test_cancelling_stops_the_remote_request(engine: Engine, sock: str) ->
         flagged = threading.Event()
         flagged.set()
         with pytest.raises(Superseded):
-            await remote.infill(PREFIX, SUFFIX, GREEDY, flagged, priority="invoked")
+            await remote.fill(hole(GREEDY, flagged))
         assert scheduler.stats()["submitted"] == done
         assert remote.status()["cancelled"] == 1  # the superseded one; the other was cancelled
     finally:
@@ -200,14 +226,12 @@ async def test_a_service_that_goes_away_is_one_message_and_comes_back(
     assert client is not None and client.attempts == 1
     backoff = client.sleep = Backoff(free=3)
     try:
-        assert (
-            await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
-        ).text
+        assert (await fill(remote)).results[0].text
         await asyncio.to_thread(service.stop)
         await wait_for(lambda: remote.state == "failed", timeout=10)
         for _ in range(5):  # keystrokes while it is down: no completion, no more messages
             with pytest.raises(NotReady, match="no completions until it is back"):
-                await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
+                await fill(remote)
         # three reconnection attempts fail; the fourth waits for the test
         await wait_for(lambda: len(backoff.delays) == 4, timeout=10)
         assert client.attempts == 1 + 3
@@ -218,9 +242,7 @@ async def test_a_service_that_goes_away_is_one_message_and_comes_back(
         backoff.go.set()
         await wait_for(lambda: remote.state == "ready", timeout=10)
         assert client.attempts == 1 + 4 and len(backoff.delays) == 4  # it connected at once
-        assert (
-            await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
-        ).text
+        assert (await fill(remote)).results[0].text
         assert len(told.tells) == 1 and any("is back" in line for line in told.logs)
         assert remote.status()["reconnects"] == 1 and remote.error is None
         assert remote.remote is client
@@ -240,15 +262,13 @@ async def test_a_service_that_is_not_up_yet_is_waited_for(engine: Engine, sock: 
     try:
         assert remote.state == "failed" and "unreachable" in (remote.error or "")
         with pytest.raises(NotReady):
-            remote.ready_engine()
+            await fill(remote)
         await wait_for(lambda: len(backoff.delays) == 2, timeout=10)
         assert client.attempts >= 2 and remote.state == "failed"  # a retry failed too
         thread = await asyncio.to_thread(start_service, engine, Address("unix", path=sock))
         backoff.go.set()
         await wait_for(lambda: remote.state == "ready", timeout=10)
-        assert (
-            await remote.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
-        ).text
+        assert (await fill(remote)).results[0].text
         assert told.tells == []  # the server reports how the load ended; nothing was lost
     finally:
         remote.close()
@@ -279,9 +299,7 @@ async def test_tcp_with_the_token_from_the_setting_or_the_environment(
         from_env = await remote_backend(address)
         backends.append(from_env)
         assert from_env.state == "ready", from_env.error
-        assert (
-            await from_env.infill(PREFIX, SUFFIX, GREEDY, threading.Event(), priority="invoked")
-        ).text
+        assert (await fill(from_env)).results[0].text
     finally:
         for b in backends:
             b.close()
@@ -300,10 +318,16 @@ def test_engine_address_and_token_settings() -> None:
     opts, errors = parse_options({"engineAddress": ""})
     assert errors == [] and opts.engine.address is None
 
-    for bad in ("localhost:7301", "tcp://127.0.0.1", "tcp://:80", "unix:", "http://x:1", 7301):
+    opts, errors = parse_options({"engineAddress": "http://127.0.0.1:7302"})
+    assert errors == [] and opts.engine.address == "http://127.0.0.1:7302"
+    assert engine_address(opts.engine.address) == Address("http", host="127.0.0.1", port=7302)
+
+    bad_ones = ("localhost:7301", "tcp://127.0.0.1", "tcp://:80", "unix:", "http:x:1", 7301)
+    for bad in (*bad_ones, "http://127.0.0.1", "https://x:1", "http://x:0"):
         opts, errors = parse_options({"engineAddress": bad})
         assert len(errors) == 1, bad
-        assert "'engineAddress'" in errors[0] and "unix:PATH or tcp://HOST:PORT" in errors[0]
+        assert "'engineAddress'" in errors[0], errors
+        assert "tcp://HOST:PORT" in errors[0] or "port" in errors[0], errors
         assert opts.engine.address is None  # in-process, as before
     opts, errors = parse_options({"engineToken": 42})
     assert len(errors) == 1 and "'engineToken'" in errors[0] and opts.engine.token is None

@@ -163,7 +163,8 @@ def test_function_body_from_the_blank_body_line_below_it() -> None:
 
 
 class _Recording:
-    """Backend stand-in that records what reaches the model, over a real engine."""
+    """Backend stand-in that records the context that reached the model (as the engine's reply
+    says it cut it), over a real engine."""
 
     def __init__(self, engine: Any) -> None:
         from lsp_server.backend import Backend
@@ -175,11 +176,10 @@ class _Recording:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
 
-    async def infill(
-        self, prefix: str, suffix: str, params: Any, cancel: Any, plan: Any = None, **kw: Any
-    ) -> Any:
-        self.calls.append((prefix, suffix))
-        return await self.real.infill(prefix, suffix, params, cancel, plan, **kw)
+    async def fill(self, hole: Any) -> Any:
+        filled = await self.real.fill(hole)
+        self.calls.append(filled.context(hole))
+        return filled
 
 
 def test_regenerate_puts_the_instruction_before_the_selection_as_a_comment(
@@ -289,22 +289,32 @@ def test_the_instruction_is_a_comment_in_the_language_of_the_document(
 
 
 def test_one_inline_completion_tokenizes_its_text_once_and_trims_it_once(
-    dream_engine: Any,
+    dream_engine: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The context's ids are the request's ids: the engine encodes no part of prefix or
     suffix again, and the budgets that cut the context leave the engine nothing to trim."""
     import asyncio
     from dataclasses import replace
 
+    from infill_engine.context import tokenize_with
     from lsp_server.backend import Backend
     from lsp_server.completion import Ask, Completer
+    from lsp_server.local_engine import LocalEngineClient
 
     backend = Backend(lambda _: None)
     backend.engine, backend.state = dream_engine, "ready"
     tokenized: list[str] = []
     encoded: list[str] = []
-    real_tokenize, real_encode = backend.tokenize, dream_engine.encode
-    backend.tokenize = lambda s: (tokenized.append(s), real_tokenize(s))[1]  # type: ignore[method-assign]
+    real_encode = dream_engine.encode
+
+    def real_tokenize(s: str) -> Tokens:
+        return tokenize_with(dream_engine.tokenizer, s)
+
+    def tokenize(client: LocalEngineClient, s: str) -> Tokens:
+        tokenized.append(s)
+        return real_tokenize(s)
+
+    monkeypatch.setattr(LocalEngineClient, "tokenize", tokenize)
     dream_engine.encode = lambda s: (encoded.append(s), real_encode(s))[1]
     joined: list[Any] = []
     scheduler = dream_engine.scheduler()
