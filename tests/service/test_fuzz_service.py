@@ -241,6 +241,22 @@ REFINE = {
     "params": params,
 }
 
+NATIVE = {
+    "text": code_text,
+    "offset": st.one_of(st.integers(0, 40), ints),
+    "end": st.one_of(st.none(), st.integers(0, 60), ints),
+    "languageId": st.one_of(
+        st.sampled_from(["python", "javascript", "rust", "go", "plaintext", "", "x" * 65]),
+        st.text(CHARS, max_size=8),
+    ),
+    "trigger": st.sampled_from(["automatic", "invoked", "command", "now", ""]),
+    "candidates": st.one_of(st.integers(0, 5), ints),
+    "prefixTokens": st.one_of(st.integers(0, 2048), ints),
+    "suffixTokens": st.one_of(st.integers(0, 2048), ints),
+    "params": params,
+    "deadline_ms": st.one_of(st.integers(1, 10_000), ints, floats),
+}
+
 
 # -- the wire -------------------------------------------------------------------------------------
 class Dropped(Exception):
@@ -442,6 +458,38 @@ def test_fuzz_infill_with_every_param(
     msg = {"type": "infill", "id": 1, "prefix": hole[0], "suffix": hole[1], "params": params}
     if plan is not None:
         msg["plan"] = plan
+    run_case(target, msg)
+
+
+@SETTINGS
+@given(message("v2/infill", NATIVE))
+def test_fuzz_native(target: Target, msg: dict[str, Any]) -> None:
+    """The native call: the service plans the span and cuts the context of any text."""
+    run_case(target, msg)
+
+
+@st.composite
+def native_in_domain(draw: Any) -> dict[str, Any]:
+    """A v2/infill call the service takes: any text, the cursor and selection inside it."""
+    text = draw(code_text)
+    offset = draw(st.integers(0, len(text)))
+    msg = {"type": "v2/infill", "id": 1, "text": text, "offset": offset,
+           "languageId": draw(st.sampled_from(["python", "javascript", "rust", "go", "c",
+                                               "plaintext", "cobol"])),
+           "trigger": draw(st.sampled_from(["automatic", "invoked", "command"])),
+           "candidates": draw(st.integers(1, 4)),
+           "prefixTokens": draw(st.integers(0, 600)),
+           "suffixTokens": draw(st.integers(0, 300)),
+           "params": draw(st.fixed_dictionaries({}, optional=IN_DOMAIN))}  # fmt: skip
+    if draw(st.booleans()):
+        msg["end"] = draw(st.integers(offset, len(text)))
+    return msg
+
+
+@settings(SETTINGS, max_examples=150)
+@given(native_in_domain())
+def test_fuzz_native_in_domain(target: Target, msg: dict[str, Any]) -> None:
+    """Calls the service takes, so that the planner and the context cut run on any text."""
     run_case(target, msg)
 
 
