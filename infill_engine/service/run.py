@@ -87,9 +87,8 @@ async def _serve_http(
         timeout_keep_alive=30,
         timeout_graceful_shutdown=2,
     )
-    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
     try:  # bound here, so that a busy port is our error and not uvicorn's exit
-        sock = socket.create_server((address.host, address.port), family=family)
+        sock = _listening(address.host, address.port)
     except OSError as e:
         raise ServeError(f"cannot listen on {address}: {e}") from None
     port = int(sock.getsockname()[1])
@@ -113,6 +112,24 @@ async def _serve_http(
         service.shutdown()  # running calls end "cancelled" and are answered
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(task, 10)
+
+
+def _listening(host: str, port: int) -> socket.socket:
+    """A listening TCP socket. Its protocol is named (IPPROTO_TCP), as asyncio's own servers
+    do: asyncio sets TCP_NODELAY only on such sockets' connections, and without it a reply
+    written in two parts (headers, body) waits ~40 ms for the client's delayed ACK."""
+    family, kind, proto, _, addr = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class ServiceThread:
