@@ -289,6 +289,17 @@ def test_max_tokens_zero_answers_n_empty_choices(client: openai.OpenAI) -> None:
     assert finished == [(0, "length"), (1, "length")]
 
 
+@pytest.mark.xfail(strict=True, reason="greedy n gives one choice per distinct span: at most 3")
+@pytest.mark.parametrize(("n", "max_tokens"), [(4, 32), (2, 1)])
+def test_n_choices_come_back_for_any_n(client: openai.OpenAI, n: int, max_tokens: int) -> None:
+    """OpenAI's shape: exactly `n` choices, indexed 0 to n-1. Greedy fills differ by their span
+    (the planned one, twice and half of it), so there are at most three distinct ones, and one
+    when max_tokens caps every span at 1."""
+    r = client.completions.create(model="builtin", prompt="def f(x):\n    return ", suffix="\n",
+                                  n=n, max_tokens=max_tokens)  # fmt: skip
+    assert [c.index for c in r.choices] == list(range(n))
+
+
 # -- llama.vscode's requests, as its source builds them ------------------------------------------
 # llama.vscode (VS Code) is not driven here; these are the bodies its llama-server.ts sends to
 # `{endpoint}/infill` (createRequestPayload), and the fields of the reply it reads.
