@@ -239,18 +239,29 @@ def finish_reason(r: InfillResult, hit: str | None) -> str:
     return "length" if hit is None and r.stop_reason == "span_full" else "stop"
 
 
-def llama_reply(c: CompatAsk, r: InfillResult | None, text: str, hit: str | None) -> dict[str, Any]:
+def llama_reply(
+    c: CompatAsk, r: InfillResult | None, text: str, hit: str | None, model: str, n_ctx: int
+) -> dict[str, Any]:
     """llama.cpp's `/infill` answer (its non-streamed final result), narrowed to
-    `response_fields` when given, each named by its path ("timings/predicted_n")."""
+    `response_fields` when given, each named by its path ("timings/predicted_n"). `model` is
+    the served model, `n_ctx` its positions (llama.vscode's status bar reads it)."""
     tokens = r.tokens if r is not None else 0
     ms = r.elapsed_ms if r is not None else 0.0
     passes = r.nfe if r is not None else 0
+    p = c.ask.params
     full: dict[str, Any] = {
         "index": 0,
         "content": text,
         "id_slot": 0,
         "stop": True,
-        "model": c.model or "",
+        "model": model,
+        "generation_settings": {
+            "n_ctx": n_ctx,
+            "n_predict": 0 if c.warm_only else p.max_span,
+            "temperature": p.temperature,
+            "top_p": p.top_p,
+            "model": model,
+        },
         "tokens_predicted": tokens,
         "tokens_evaluated": 0,
         "has_new_line": "\n" in text,
@@ -283,14 +294,21 @@ def llama_reply(c: CompatAsk, r: InfillResult | None, text: str, hit: str | None
 
 
 def openai_reply(
-    c: CompatAsk, choices: list[tuple[str, str]], prompt_tokens: int, completion_tokens: int
+    c: CompatAsk,
+    choices: list[tuple[str, str]],
+    prompt_tokens: int,
+    completion_tokens: int,
+    model: str,
 ) -> dict[str, Any]:
-    """A `text_completion` object: `choices` are (text, finish_reason)."""
+    """A `text_completion` object: `choices` are (text, finish_reason), repeated in turn up to
+    `n` (greedy fills differ by their span: there are at most three distinct ones)."""
+    n = c.ask.candidates
+    choices = [choices[i % len(choices)] for i in range(n)] if choices else []
     return {
         "id": f"cmpl-{uuid.uuid4().hex[:24]}",
         "object": "text_completion",
         "created": int(time.time()),
-        "model": c.model or "dllm-infill",
+        "model": model,
         "choices": [
             {"text": t, "index": i, "logprobs": None, "finish_reason": f}
             for i, (t, f) in enumerate(choices)

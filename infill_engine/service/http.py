@@ -104,7 +104,7 @@ class HttpFront:
         async def answer(c: CompatAsk, prepared: Prepared, done: Done) -> dict[str, Any]:
             r = done[0][0] if done else None
             text, hit = clip(r.text, c.stop, c.n_indent) if r is not None else ("", None)
-            return llama_reply(c, r, text, hit)
+            return llama_reply(c, r, text, hit, self.service.model, self._positions())
 
         return await self._compat(request, "infill", parse_llama, answer)
 
@@ -117,7 +117,8 @@ class HttpFront:
                 text, hit = clip(r.text, c.stop, 0)
                 choices.append((text, finish_reason(r, hit)))
             ids = prepared.context.prefix_ids + prepared.context.suffix_ids
-            return openai_reply(c, choices, len(ids), sum(r.tokens for r, _ in done))
+            tokens = sum(r.tokens for r, _ in done)
+            return openai_reply(c, choices, len(ids), tokens, self.service.model)
 
         return await self._compat(request, "completions", parse_openai_body, answer)
 
@@ -230,6 +231,10 @@ class HttpFront:
             results = getattr(request.state, "results", [])
             self.service.metrics.observe("http", route, code, time.monotonic() - started, results)
         return response
+
+    def _positions(self) -> int:
+        args = getattr(self.service.scheduler.engine, "args", None)
+        return int(getattr(args, "max_positions", 0))
 
     def _auth(self, request: Request) -> Response | None:
         token = self.service.token
