@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from infill_engine import planner
 from infill_engine.context import Context, Tokens, build_context, tokenize_with
-from infill_engine.params import InfillParams, InfillResult, RefineResult
+from infill_engine.params import InfillResult, RefineResult
 from infill_engine.request import InfillRequest, candidate_spans
 from infill_engine.scheduler import Cancelled, SchedulerError
 
@@ -50,22 +50,21 @@ class LocalEngineClient:
         return {"device": str(e.device), "dtype": str(e.dtype).removeprefix("torch.")}
 
     # -- what the engine service does on its side (service/native.py) ----------------------------
-    def plan(self, hole: Hole | Refinement, params: InfillParams) -> planner.SpanPlan:
+    def plan(self, hole: Hole) -> planner.SpanPlan:
         """The planner's view of the hole: span, growth, stop rule, budgets."""
-        engine = self.engine
-        offset, end = (hole.offset, hole.end) if isinstance(hole, Hole) else (hole.start, hole.end)
+        engine, p = self.engine, hole.params
         return planner.plan(
             hole.text,
-            offset,
+            hole.offset,
             hole.language_id,
             engine.encode,
-            end=end,
-            tree=hole.tree if isinstance(hole, Hole) else None,
+            end=hole.end,
+            tree=hole.tree,
             max_positions=engine.args.max_positions,
             prefix_tokens=hole.prefix_tokens,
             suffix_tokens=hole.suffix_tokens,
-            max_span=params.max_span,
-            block_size=params.block_size,
+            max_span=p.max_span,
+            block_size=p.block_size,
         )
 
     def context(self, text: str, offset: int, after: int, plan: planner.SpanPlan) -> Context:
@@ -83,7 +82,7 @@ class LocalEngineClient:
     def prepare(self, hole: Hole) -> tuple[planner.SpanPlan, Context, list[InfillRequest]]:
         """Plan, cut, and one request per candidate span (request.candidate_spans)."""
         p = hole.params
-        plan = self.plan(hole, p)
+        plan = self.plan(hole)
         ctx = self.context(hole.text, hole.offset, hole.after, plan)
         base = p.span if isinstance(p.span, int) else plan.span
         params = [
@@ -143,7 +142,11 @@ class LocalEngineClient:
 
     async def refine(self, job: Refinement) -> RefineResult:
         engine, cancel = self.engine, job.cancel
-        ctx = self.context(job.text, job.start, job.end, self.plan(job, job.params))
+        selection = Hole(
+            job.text, job.start, job.end, job.language_id, "command", 1,
+            job.prefix_tokens, job.suffix_tokens, job.params, cancel,
+        )  # fmt: skip
+        ctx = self.context(job.text, job.start, job.end, self.plan(selection))  # its budgets
         old = job.text[job.start : job.end]
 
         def work() -> RefineResult:
