@@ -70,13 +70,17 @@ class HttpClient(Link):
         if reply.status_code != 200:
             raise Unavailable(f"GET /v1/models answered HTTP {reply.status_code}")
         try:
-            model = reply.json()["data"][0]["id"]
-        except (ValueError, LookupError, TypeError):
-            model = None
+            entry = reply.json()["data"][0]
+            model, positions = entry["id"], entry.get("max_positions")
+        except (ValueError, LookupError, TypeError, AttributeError):
+            model, positions = None, None
         if self.closed:
             raise Unavailable("the client is closed")
         self.up = True
-        return {"type": "hello", "model": model}
+        hello: Message = {"type": "hello", "model": model}
+        if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0:
+            hello["max_positions"] = positions  # as the msgpack front's hello says it
+        return hello
 
     def send(self, kind: str, fields: Mapping[str, Any]) -> tuple[int, asyncio.Future[Message]]:
         """POST a request; (its id, a future of its reply as the msgpack front words it)."""

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from infill_engine import planner
 from infill_engine.context import Context, Tokens, build_context, tokenize_with
 from infill_engine.params import InfillResult, RefineResult
-from infill_engine.request import InfillRequest, candidate_spans
+from infill_engine.request import InfillRequest
 from infill_engine.scheduler import Cancelled, SchedulerError
+from infill_engine.service.native import NativeAsk, prepare
 
 from .engine_client import Filled, Hole, Ledger, NotReady, Refinement, Superseded
 
@@ -80,19 +80,23 @@ class LocalEngineClient:
         return tokenize_with(tokenizer, text)
 
     def prepare(self, hole: Hole) -> tuple[planner.SpanPlan, Context, list[InfillRequest]]:
-        """Plan, cut, and one request per candidate span (request.candidate_spans)."""
-        p = hole.params
-        plan = self.plan(hole)
-        ctx = self.context(hole.text, hole.offset, hole.after, plan)
-        base = p.span if isinstance(p.span, int) else plan.span
-        params = [
-            replace(p, span=s, max_span=max(s, p.max_span), min_tokens=min(s, p.min_tokens))
-            for s in candidate_spans(base, p.max_span, hole.candidates)
-        ]
-        requests = self.engine.requests(
-            ctx.prefix, ctx.suffix, params, plan, hole.cancel, ids=ctx.ids
+        """Plan, cut, and one request per candidate span: the engine service's own steps
+        (service/native.py), with the document's tree. The context's `suffix_end` is in the
+        hole's text, past a selection."""
+        ask = NativeAsk(
+            text=hole.text,
+            offset=hole.offset,
+            end=hole.end,
+            language_id=hole.language_id,
+            priority=hole.priority,
+            candidates=hole.candidates,
+            prefix_tokens=hole.prefix_tokens,
+            suffix_tokens=hole.suffix_tokens,
+            params=hole.params,
+            deadline_ms=None,
         )
-        return plan, ctx, requests
+        prepared = prepare(self.engine, ask, hole.cancel, tree=hole.tree)
+        return prepared.plan, prepared.context, prepared.requests
 
     # -- calls -------------------------------------------------------------------------------------
     async def fill(self, hole: Hole) -> Filled:
@@ -126,8 +130,7 @@ class LocalEngineClient:
             except SchedulerError as e:  # busy, deadline: the server logs it, no completion
                 raise RuntimeError(f"engine: {e}") from None
         self.ledger.record(results, (time.perf_counter() - t0) * 1000, kind=plan.kind)
-        stop = ctx.suffix_end + hole.after - hole.offset  # back in the text, past a selection
-        return Filled(results, plan.kind, plan.span, ctx.prefix_start, stop)
+        return Filled(results, plan.kind, plan.span, ctx.prefix_start, ctx.suffix_end)
 
     async def _record_later(self, waits: list[asyncio.Future[InfillResult]], t0: float) -> None:
         """Record how a fill whose handler was cancelled ended (it stops at its next step)."""

@@ -67,6 +67,9 @@ class Host(Protocol):
     encoder: ThreadPoolExecutor
     metrics: Metrics
 
+    @property
+    def max_positions(self) -> int: ...
+
     def health(self) -> dict[str, Any]: ...
     def stats(self) -> dict[str, Any]: ...
 
@@ -203,6 +206,7 @@ class Connection:
                 "max_frame": service.max_frame,
                 "max_inflight": service.max_inflight,
                 "max_batch": service.scheduler.max_batch,
+                "max_positions": service.max_positions,
                 "priorities": list(PRIORITIES),
             }
         )

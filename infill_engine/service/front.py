@@ -88,7 +88,14 @@ class Service:
             "uptime_s": round(time.monotonic() - self.started, 3),
             "queued": s["queued"],
             "running": s["running"],
+            "max_positions": self.max_positions,
         }
+
+    @property
+    def max_positions(self) -> int:
+        """The model's positions: context and span together (clients clamp their settings)."""
+        args = getattr(self.scheduler.engine, "args", None)
+        return int(getattr(args, "max_positions", 0))
 
     def close_connections(self) -> None:
         for conn in list(self.connections):

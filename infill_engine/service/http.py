@@ -94,7 +94,12 @@ class HttpFront:
     async def models(self, request: Request) -> Response:
         if (refused := self._auth(request)) is not None:
             return refused
-        model = {"id": self.service.model, "object": "model", "owned_by": "dllm-infill"}
+        model = {
+            "id": self.service.model,
+            "object": "model",
+            "owned_by": "dllm-infill",
+            "max_positions": self.service.max_positions,
+        }
         return JSONResponse({"object": "list", "data": [model]})
 
     # -- the calls --------------------------------------------------------------------------------
@@ -104,7 +109,7 @@ class HttpFront:
         async def answer(c: CompatAsk, prepared: Prepared, done: Done) -> dict[str, Any]:
             r = done[0][0] if done else None
             text, hit = clip(r.text, c.stop, c.n_indent) if r is not None else ("", None)
-            return llama_reply(c, r, text, hit, self.service.model, self._positions())
+            return llama_reply(c, r, text, hit, self.service.model, self.service.max_positions)
 
         return await self._compat(request, "infill", parse_llama, answer)
 
@@ -231,10 +236,6 @@ class HttpFront:
             results = getattr(request.state, "results", [])
             self.service.metrics.observe("http", route, code, time.monotonic() - started, results)
         return response
-
-    def _positions(self) -> int:
-        args = getattr(self.service.scheduler.engine, "args", None)
-        return int(getattr(args, "max_positions", 0))
 
     def _auth(self, request: Request) -> Response | None:
         token = self.service.token

@@ -22,7 +22,8 @@ Request fields (a JSON object or a msgpack map):
 
 The reply: `items` (one per candidate: text, tokens, span, stop_reason, passes, timings),
 `plan` (kind, span, max_span, budgets) and `context` (the character range of `text` the model
-saw: `start`, `end`), so that a client can check the fills against the same context.
+saw: `start`, `end`; with a selection, `text[start:offset]` and `text[end:context.end]`), so
+that a client can check the fills against the same context.
 """
 
 from __future__ import annotations
@@ -118,8 +119,12 @@ def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> Na
     )
 
 
-def prepare(engine: Any, ask: NativeAsk, cancel: threading.Event) -> Prepared:
-    """Plan, cut and tokenize, and build the rows: on the service's encoder thread."""
+def prepare(
+    engine: Any, ask: NativeAsk, cancel: threading.Event, tree: Any | None = None
+) -> Prepared:
+    """Plan, cut and tokenize, and build the rows: on the service's encoder thread (the
+    in-process engine of the language server runs the same steps, with the document's tree).
+    A selection's own text is not context: the model sees the text around [offset, end)."""
     p = ask.params
     hole = planner.plan(
         ask.text,
@@ -127,6 +132,7 @@ def prepare(engine: Any, ask: NativeAsk, cancel: threading.Event) -> Prepared:
         ask.language_id,
         engine.encode,
         end=ask.end,
+        tree=tree,
         max_positions=engine.args.max_positions,
         prefix_tokens=ask.prefix_tokens,
         suffix_tokens=ask.suffix_tokens,
@@ -134,13 +140,19 @@ def prepare(engine: Any, ask: NativeAsk, cancel: threading.Event) -> Prepared:
         block_size=p.block_size,
     )
     tokenizer = engine.tokenizer
+    if tokenizer is None:
+        raise ValueError("the model has no tokenizer")
+    after = ask.offset if ask.end is None else ask.end
+    joined = ask.text if after == ask.offset else ask.text[: ask.offset] + ask.text[after:]
     ctx = build_context(
-        ask.text,
+        joined,
         ask.offset,
         lambda s: tokenize_with(tokenizer, s),
         hole.prefix_tokens,
         hole.suffix_tokens,
     )
+    if after != ask.offset:  # the suffix's end, in the text's own coordinates
+        ctx = dataclasses.replace(ctx, suffix_end=ctx.suffix_end + after - ask.offset)
     base = p.span if isinstance(p.span, int) else hole.span
     if p.temperature > 0:  # samples of the planned span, each with its own seed
         spans = candidate_spans(base, p.max_span, 1) * ask.candidates
