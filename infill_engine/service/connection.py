@@ -31,6 +31,7 @@ from .wire import (
     RequestId,
     WirePlan,
     error,
+    parse_deadline,
     parse_id,
     parse_params,
     parse_plan,
@@ -345,13 +346,7 @@ class Connection:
             priority = msg.get("priority", "automatic")
             if priority not in tuple(PRIORITIES):  # compared, not hashed: [] is no key
                 raise BadRequest(f"priority must be one of {list(PRIORITIES)}")
-            deadline_ms = msg.get("deadline_ms")
-            if deadline_ms is not None and (
-                isinstance(deadline_ms, bool)
-                or not isinstance(deadline_ms, int | float)
-                or not 0 < deadline_ms < 1e9
-            ):
-                raise BadRequest("deadline_ms must be a positive number of milliseconds")
+            deadline_ms = parse_deadline(msg.get("deadline_ms"))
         except BadRequest as e:
             self.send(error(rid, "infill", e.code, str(e)))
             return

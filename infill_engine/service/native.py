@@ -38,7 +38,7 @@ from ..context import Context, build_context, tokenize_with
 from ..params import InfillParams, InfillResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS, InfillRequest, candidate_spans
 from ..scheduler import Priority, Ticket
-from .wire import BadRequest, parse_params, result_dict
+from .wire import BadRequest, parse_deadline, parse_params, result_dict
 
 MAX_DOCUMENT_CHARS = 2_000_000
 MAX_CANDIDATES = 4
@@ -98,13 +98,7 @@ def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> Na
     trigger = msg.get("trigger", "automatic")
     if not isinstance(trigger, str) or trigger not in TRIGGERS:
         raise BadRequest(f"trigger must be one of {list(TRIGGERS)}")
-    deadline_ms = msg.get("deadline_ms")
-    if deadline_ms is not None and (
-        isinstance(deadline_ms, bool)
-        or not isinstance(deadline_ms, int | float)
-        or not 0 < deadline_ms < 1e9
-    ):
-        raise BadRequest("deadline_ms must be a positive number of milliseconds")
+    deadline_ms = parse_deadline(msg.get("deadline_ms"))
     return NativeAsk(
         text=text,
         offset=offset,

@@ -64,6 +64,15 @@ def parse_params(raw: Any) -> InfillParams:
         raise BadRequest(f"params: {e}"[:300]) from None
 
 
+def parse_deadline(raw: Any) -> float | None:
+    """`deadline_ms`: None, or a positive number of milliseconds (under 1e9)."""
+    if raw is not None and (
+        isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 < raw < 1e9
+    ):
+        raise BadRequest("deadline_ms must be a positive number of milliseconds")
+    return None if raw is None else float(raw)
+
+
 @dataclass(frozen=True)
 class WirePlan:
     """A span plan sent by the client (planner.SpanPlan's span, max_span and stop rule)."""

@@ -83,7 +83,7 @@ def test_a_load_that_fails_in_any_way_ends_failed_and_is_logged(
     def broken(*_: Any, **__: Any) -> None:
         raise Boom("out of file handles")
 
-    monkeypatch.setattr("lsp_server.backend.load", broken)
+    monkeypatch.setattr("infill_engine.load", broken)  # the backend imports it when it loads
     backend = Backend(lambda _: None)
     asyncio.run(backend.load(EngineOptions(device="cpu"), lambda _: None))
     assert backend.state == "failed" and backend.error == "Boom: out of file handles"

@@ -299,7 +299,6 @@ def test_one_inline_completion_tokenizes_its_text_once_and_trims_it_once(
     from infill_engine.context import tokenize_with
     from lsp_server.backend import Backend
     from lsp_server.completion import Ask, Completer
-    from lsp_server.local_engine import LocalEngineClient
 
     backend = Backend(lambda _: None)
     backend.engine, backend.state = dream_engine, "ready"
@@ -310,11 +309,12 @@ def test_one_inline_completion_tokenizes_its_text_once_and_trims_it_once(
     def real_tokenize(s: str) -> Tokens:
         return tokenize_with(dream_engine.tokenizer, s)
 
-    def tokenize(client: LocalEngineClient, s: str) -> Tokens:
+    def tokenize(tokenizer: Any, s: str) -> Tokens:
         tokenized.append(s)
-        return real_tokenize(s)
+        return tokenize_with(tokenizer, s)
 
-    monkeypatch.setattr(LocalEngineClient, "tokenize", tokenize)
+    # the in-process engine runs the service's own steps (service/native.py)
+    monkeypatch.setattr("infill_engine.service.native.tokenize_with", tokenize)
     dream_engine.encode = lambda s: (encoded.append(s), real_encode(s))[1]
     joined: list[Any] = []
     scheduler = dream_engine.scheduler()
