@@ -26,7 +26,7 @@ import grammars
 from ..params import InfillParams, InfillResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS
 from .native import MAX_CANDIDATES, MAX_DOCUMENT_CHARS, TRIGGERS, NativeAsk
-from .wire import BadRequest
+from .wire import BadRequest, check_int
 
 MAX_EXTRA_CHUNKS = 64
 MAX_STOPS = 16
@@ -65,11 +65,7 @@ def _number(body: dict[str, Any], name: str, lo: float, hi: float) -> float | No
 
 def _int(body: dict[str, Any], name: str, lo: int, hi: int) -> int | None:
     v = body.get(name)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise BadRequest(f"{name} must be an int in [{lo}, {hi}]")
-    return v
+    return None if v is None else check_int(v, name, lo, hi)
 
 
 def _stops(body: dict[str, Any]) -> tuple[str, ...]:

@@ -38,7 +38,7 @@ from ..context import Context, build_context, tokenize_with
 from ..params import InfillParams, InfillResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS, InfillRequest, candidate_spans
 from ..scheduler import Priority, Ticket
-from .wire import BadRequest, parse_deadline, parse_params, result_dict
+from .wire import BadRequest, check_int, parse_deadline, parse_params, result_dict
 
 MAX_DOCUMENT_CHARS = 2_000_000
 MAX_CANDIDATES = 4
@@ -74,11 +74,8 @@ class Prepared:
 
 
 def _int(raw: Any, name: str, lo: int, hi: int, default: int | None = None) -> int:
-    if raw is None and default is not None:
-        return default
-    if isinstance(raw, bool) or not isinstance(raw, int) or not lo <= raw <= hi:
-        raise BadRequest(f"{name} must be an int in [{lo}, {hi}]")
-    return raw
+    """A required int field, or an optional one when it has a default."""
+    return default if raw is None and default is not None else check_int(raw, name, lo, hi)
 
 
 def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> NativeAsk:

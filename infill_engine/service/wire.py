@@ -64,6 +64,13 @@ def parse_params(raw: Any) -> InfillParams:
         raise BadRequest(f"params: {e}"[:300]) from None
 
 
+def check_int(raw: Any, name: str, lo: int, hi: int) -> int:
+    """`raw` as an int in [lo, hi] (a bool is not one); `BadRequest` naming the field if not."""
+    if isinstance(raw, bool) or not isinstance(raw, int) or not lo <= raw <= hi:
+        raise BadRequest(f"{name} must be an int in [{lo}, {hi}]")
+    return raw
+
+
 def parse_deadline(raw: Any) -> float | None:
     """`deadline_ms`: None, or a positive number of milliseconds (under 1e9)."""
     if raw is not None and (
@@ -88,10 +95,8 @@ def parse_plan(raw: Any) -> WirePlan | None:
     if not isinstance(raw, dict):
         raise BadRequest("plan must be a map")
     span, max_span, stop = raw.get("span"), raw.get("max_span", raw.get("span")), raw.get("stop")
-    for name, v in (("span", span), ("max_span", max_span)):
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1 << 16:
-            raise BadRequest(f"plan.{name} must be an int in [1, 65536]")
-    assert isinstance(span, int) and isinstance(max_span, int)
+    span = check_int(span, "plan.span", 1, 1 << 16)
+    max_span = check_int(max_span, "plan.max_span", 1, 1 << 16)
     if max_span < span:
         raise BadRequest("plan.max_span must be >= plan.span")
     stop = {} if stop is None else stop
