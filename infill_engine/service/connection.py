@@ -24,7 +24,7 @@ from ..request import InfillRequest
 from ..scheduler import PRIORITIES, Priority, Scheduler, SchedulerError, Ticket
 from .frames import CHUNK, FrameError, FrameReader, Message, encode_frame
 from .metrics import Metrics
-from .native import NativeAsk, Prepared, native_result, parse_native, prepare
+from .native import NativeAsk, native_result, parse_native, run_native
 from .wire import (
     PROTOCOL_VERSION,
     BadRequest,
@@ -390,19 +390,13 @@ class Connection:
         self._start(rid, lambda p: self._run_native(rid, p, ask))
 
     async def _run_native(self, rid: RequestId, pending: Pending, ask: NativeAsk) -> None:
-        engine = self.service.scheduler.engine
-        prepared: list[Prepared] = []
-
-        def build(cancel: threading.Event) -> list[InfillRequest]:
-            prepared.append(prepare(engine, ask, cancel))
-            return prepared[0].requests
-
+        service = self.service
         try:
-            done = await self._rows(pending, build, ask.priority, ask.deadline_ms)
+            prepared, done = await run_native(service.scheduler, service.encoder, pending, ask)
         except Refusal as e:
             self._reply(rid, pending, error(rid, NATIVE, e.code, e.message))
         else:
-            reply = {"type": NATIVE, "id": rid, "result": native_result(prepared[0], done)}
+            reply = {"type": NATIVE, "id": rid, "result": native_result(prepared, done)}
             self._reply(rid, pending, reply, [r for r, _ in done])
 
     async def _rows(

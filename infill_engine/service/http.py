@@ -43,9 +43,9 @@ from .compat import CompatAsk, clip, finish_reason, llama_reply, openai_reply, p
 from .compat import parse_openai as parse_openai_body
 from .frames import FrameError, decode_payload
 from .front import Service
-from .native import NativeAsk, Prepared, native_result, parse_native, prepare
+from .native import NativeAsk, Prepared, native_result, parse_native, run_native
 from .wire import BadRequest
-from .work import Pending, Refusal, run_rows
+from .work import Pending, Refusal
 
 MAX_HTTP_INFLIGHT = 256  # requests the HTTP front holds at once; past it: 503
 MSGPACK = "application/msgpack"
@@ -53,11 +53,9 @@ MSGPACK = "application/msgpack"
 Done = list[tuple[InfillResult, Ticket]]
 
 
-def error_response(code: str, message: str, status: int | None = None) -> JSONResponse:
-    status = status if status is not None else Refusal(code, message).status
-    headers = {"Retry-After": "1"} if status == 503 else None
-    body = {"error": {"code": status, "type": code, "message": message}}
-    return JSONResponse(body, status_code=status, headers=headers)
+def error_response(refusal: Refusal) -> JSONResponse:
+    headers = {"Retry-After": "1"} if refusal.status == 503 else None
+    return JSONResponse(refusal.body(), status_code=refusal.status, headers=headers)
 
 
 class HttpFront:
@@ -137,11 +135,7 @@ class HttpFront:
         )
 
         async def run() -> Response:
-            body = await self._body(request, packed)
-            try:
-                ask = parse_native(body)
-            except BadRequest as e:
-                raise Refusal(e.code, str(e)) from None
+            ask = parse_native(await self._body(request, packed))
             prepared, done = await self._rows(request, ask)
             result = native_result(prepared, done)
             if packed:
@@ -159,11 +153,7 @@ class HttpFront:
         answer: Callable[[CompatAsk, Prepared, Done], Awaitable[dict[str, Any]]],
     ) -> Response:
         async def run() -> Response:
-            body = await self._body(request, False)
-            try:
-                c = parse(body)
-            except BadRequest as e:
-                raise Refusal(e.code, str(e)) from None
+            c = parse(await self._body(request, False))
             if c.stream:
                 return StreamingResponse(
                     self._events(request, route, c, answer), media_type="text/event-stream"
@@ -205,7 +195,7 @@ class HttpFront:
                 yield "data: [DONE]\n\n"
         except Refusal as e:
             code = e.code
-            yield _event({"error": {"code": e.status, "type": e.code, "message": e.message}})
+            yield _event(e.body())
         except asyncio.CancelledError:  # the rows were cancelled with it (_rows)
             code = "cancelled"
             raise
@@ -221,15 +211,19 @@ class HttpFront:
         if (refused := self._auth(request)) is not None:
             return refused
         if self.inflight >= self.max_inflight:
-            return error_response("busy", f"{self.max_inflight} HTTP requests already in flight")
+            busy = f"{self.max_inflight} HTTP requests already in flight"
+            return error_response(Refusal("busy", busy))
         started = time.monotonic()
         self.inflight += 1
         code = "ok"
         try:
             response = await run()
+        except BadRequest as e:  # a field the parsers refused
+            code = e.code
+            response = error_response(Refusal(e.code, str(e)))
         except Refusal as e:
             code = e.code
-            response = error_response(e.code, e.message)
+            response = error_response(e)
         finally:
             self.inflight -= 1
         if not isinstance(response, StreamingResponse):  # a stream records itself when done
@@ -247,7 +241,7 @@ class HttpFront:
         ):
             return None
         self.service.counters.unauthorized += 1
-        return error_response("unauthorized", "a valid bearer token is required")
+        return error_response(Refusal("unauthorized", "a valid bearer token is required"))
 
     async def _body(self, request: Request, packed: bool) -> dict[str, Any]:
         """The body as a map: at most max_body bytes, within body_timeout_s."""
@@ -287,17 +281,7 @@ class HttpFront:
         """Run an ask's rows; a client that goes away before they are done cancels them."""
         service = self.service
         pending = Pending(threading.Event())
-        engine = service.scheduler.engine
-        prepared: list[Prepared] = []
-
-        def build(cancel: threading.Event) -> list[Any]:
-            prepared.append(prepare(engine, ask, cancel))
-            return prepared[0].requests
-
-        rows = run_rows(
-            service.scheduler, service.encoder, pending, build, ask.priority, ask.deadline_ms
-        )
-        work = asyncio.ensure_future(rows)
+        work = asyncio.ensure_future(run_native(service.scheduler, service.encoder, pending, ask))
         work.add_done_callback(_retrieved)  # its error is read below, or nobody waits for it
         gone = asyncio.ensure_future(_disconnected(request))
         try:
@@ -310,9 +294,9 @@ class HttpFront:
                 service.counters.disconnect_cancels += 1
         if not work.done() or work.cancelled():
             raise Refusal("cancelled", "the client went away")
-        done = await work
+        prepared, done = await work
         request.state.results = [r for r, _ in done]
-        return prepared[0], done
+        return prepared, done
 
     @staticmethod
     def _empty(c: CompatAsk) -> Prepared:

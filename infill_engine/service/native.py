@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,8 +38,9 @@ from .. import planner
 from ..context import Context, build_context, tokenize_with
 from ..params import InfillParams, InfillResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS, InfillRequest, candidate_spans
-from ..scheduler import Priority, Ticket
+from ..scheduler import Priority, Scheduler, Ticket
 from .wire import BadRequest, check_int, parse_deadline, parse_params, result_dict
+from .work import Pending, run_rows
 
 MAX_DOCUMENT_CHARS = 2_000_000
 MAX_CANDIDATES = 4
@@ -161,6 +163,22 @@ def prepare(
     ]
     requests = engine.requests(ctx.prefix, ctx.suffix, params, hole, cancel, ids=ctx.ids)
     return Prepared(hole, ctx, requests)
+
+
+async def run_native(
+    scheduler: Scheduler, encoder: ThreadPoolExecutor, pending: Pending, ask: NativeAsk
+) -> tuple[Prepared, list[tuple[InfillResult, Ticket]]]:
+    """An ask, prepared on the encoder thread and its rows run (work.run_rows): what both
+    fronts do with a native call. Raises `Refusal`."""
+    engine = scheduler.engine
+    prepared: list[Prepared] = []
+
+    def build(cancel: threading.Event) -> list[InfillRequest]:
+        prepared.append(prepare(engine, ask, cancel))
+        return prepared[0].requests
+
+    done = await run_rows(scheduler, encoder, pending, build, ask.priority, ask.deadline_ms)
+    return prepared[0], done
 
 
 def native_result(prepared: Prepared, done: list[tuple[InfillResult, Ticket]]) -> dict[str, Any]:

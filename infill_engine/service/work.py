@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..params import InfillResult
 from ..request import InfillRequest
@@ -55,6 +56,10 @@ class Refusal(Exception):
     @property
     def status(self) -> int:
         return HTTP_STATUS.get(self.code, 500)
+
+    def body(self) -> dict[str, Any]:
+        """The HTTP front's error object (a response body, or a server-sent event)."""
+        return {"error": {"code": self.status, "type": self.code, "message": self.message}}
 
 
 @dataclass
