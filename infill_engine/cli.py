@@ -102,6 +102,7 @@ def serve(argv: list[str]) -> int:
     from .service import (
         serve as serve_forever,
     )
+    from .service.front import WEDGED_S
 
     ap = argparse.ArgumentParser(
         prog="dllm-infill serve",
@@ -122,8 +123,18 @@ def serve(argv: list[str]) -> int:
     ap.add_argument("--max-batch", type=int, default=MAX_BATCH, help="requests decoded together")
     ap.add_argument("--max-queue", type=int, default=MAX_QUEUE, help="requests waiting, at most")
     ap.add_argument("--log-level", default="INFO")
+    ray = ap.add_argument_group("replicas on Ray Serve (the ray extra; docs/deploy.md)")
+    ray.add_argument("--ray", action="store_true", help="serve HTTP from replicas on Ray Serve")
+    ray.add_argument("--replicas", type=int, default=1, help="engines, each with its scheduler")
+    ray.add_argument("--autoscale", metavar="MIN:MAX", help="replicas follow the load instead")
+    ray.add_argument("--threads", type=int, default=1, help="torch CPU threads per replica")
+    ray.add_argument("--gpus-per-replica", type=float, default=0.0, help="1 on a GPU cluster")
+    ray.add_argument("--ray-address", help="join this cluster (auto: `ray start` on this host)")
+    ray.add_argument("--wedged-s", type=float, default=WEDGED_S, help="a longer step fails health")
     a = ap.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="dllm-infill serve: %(message)s")
+    if a.ray:
+        return _serve_ray(a)
     try:
         try:
             address = parse_address(a.listen)
@@ -164,6 +175,44 @@ def serve(argv: list[str]) -> int:
     return 0
 
 
+def _serve_ray(a: argparse.Namespace) -> int:
+    """`serve --ray`: the HTTP front on Ray Serve replicas (infill_engine/deploy)."""
+    from .service import ServeError, check_listen, parse_address, resolve_token
+
+    def ready(bound: Any) -> None:
+        print(f"dllm-infill serve: listening on {bound} (model {a.model}, Ray Serve)",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+    try:
+        address = parse_address(a.listen)
+        if address.kind != "http":
+            raise ServeError("--ray serves HTTP: --listen http://HOST:PORT")
+        token = resolve_token(a.token_file)
+        check_listen(address, token, a.allow_remote)
+        try:
+            from .deploy.run import serve_ray
+            from .deploy.spec import ReplicaSpec, Scaling
+        except ImportError as e:
+            raise ServeError(f"--ray needs Ray: pip install 'dllm-infill[ray]' ({e})") from None
+        low, high = None, None
+        if a.autoscale:
+            low_text, _, high_text = a.autoscale.partition(":")
+            if not (low_text.isdigit() and high_text.isdigit()):
+                raise ServeError("--autoscale MIN:MAX, two numbers")
+            low, high = int(low_text), int(high_text)
+        spec = ReplicaSpec(
+            model=str(a.model), device=a.device, dtype=a.dtype, qwen2_diffusion=a.qwen2_diffusion,
+            max_batch=a.max_batch, max_queue=a.max_queue, threads=a.threads,
+            gpus=a.gpus_per_replica, token=token, wedged_s=a.wedged_s,
+        )  # fmt: skip
+        scaling = Scaling(replicas=a.replicas, min_replicas=low, max_replicas=high)
+        serve_ray(spec, scaling, address, a.ray_address, ready)
+    except (ServeError, OSError) as e:
+        print(f"dllm-infill serve: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 # Subcommands other packages add (`bench-lsp` from lsp_server), found through entry points so
 # that nothing in infill_engine imports them.
 PLUGIN_GROUP = "dllm_infill.commands"
@@ -178,7 +227,8 @@ def _plugins() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     plugins = _plugins()
-    commands = ["fill", "bench", *sorted(plugins), "serve", "bench-serve", "train", "eval-infill"]
+    commands = ["fill", "bench", *sorted(plugins), "serve", "bench-serve", "bench-ray", "train",
+                "eval-infill"]  # fmt: skip
     if not argv or argv[0] not in commands:
         print(f"usage: dllm-infill {{{','.join(commands)}}} [--help]", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
@@ -195,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         from .lab.bench_serve import main as bench_serve_main
 
         return bench_serve_main(rest)
+    if cmd == "bench-ray":
+        from .lab.bench_ray import main as bench_ray_main
+
+        return bench_ray_main(rest)
     if cmd in plugins:
         run: Callable[[list[str]], int] = plugins[cmd].load()
         return run(rest)

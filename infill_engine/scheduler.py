@@ -180,6 +180,7 @@ class Scheduler:
         self._seq = itertools.count()
         self._running: list[Ticket] = []
         self._batch: BatchLike | None = None  # the worker's running batch, once it started
+        self._busy_since: float | None = None  # when the worker's current join-and-step began
         self._stats = Stats()
         self._closed = False
         self._worker = threading.Thread(target=self._work, name="dllm-scheduler", daemon=True)
@@ -281,6 +282,17 @@ class Scheduler:
             self._stats.cache_bytes = self._batch.nbytes if self._batch is not None else 0
             return self._stats.as_dict()
 
+    def busy_s(self) -> float:
+        """Seconds the worker has spent in its current join-and-step (0 between steps): a step
+        takes milliseconds, so seconds here mean a wedged engine (health checks read it)."""
+        since = self._busy_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    @property
+    def alive(self) -> bool:
+        """The worker runs (or has not been started yet) and the scheduler is open."""
+        return not self._closed and (not self._started or self._worker.is_alive())
+
     def close(self, timeout: float | None = 30.0) -> None:
         """Cancel everything (queued requests fail with `Cancelled`, running ones stop at their
         next step) and stop the threads."""
@@ -341,37 +353,45 @@ class Scheduler:
     def _work(self) -> None:
         batch = self._batch = self.engine.live_batch()
         while (joining := self._take()) is not None:
-            for ticket in joining:
-                try:
-                    batch.join(ticket, ticket.request)
-                except ValueError as e:  # a request the engine cannot run: the caller is told
-                    self._finish(ticket, e)
-                except Exception as e:  # this request alone: it never takes a slot
-                    log.error("request %d failed to join the batch", ticket.id, exc_info=e)
-                    self._finish(ticket, e)
-            if joining and self.on_join is not None:
-                self.on_join(joining)
-            with self._cond:
-                rows = len(self._running)
-                for ticket in self._running:
-                    ticket.batch_size = max(ticket.batch_size, rows)
-            if not rows:
-                continue
+            self._busy_since = time.monotonic()
             try:
-                ended = batch.step()
-            except Exception as e:  # the model failed mid-step: every row in it fails
-                failed = batch.fail()
-                log.error("a step failed; its %d requests fail", len(failed), exc_info=e)
-                for ticket in failed:
-                    self._finish(ticket, e)
-                continue
-            with self._cond:
-                self._stats.steps += 1
-                self._stats.row_steps += rows
-            for ticket, outcome in ended:
-                if isinstance(outcome, Exception):  # its own rule failed: it alone ends
-                    log.warning("request %d failed alone", ticket.id, exc_info=outcome)
-                self._finish(ticket, outcome)
+                self._step(batch, joining)
+            finally:
+                self._busy_since = None
+
+    def _step(self, batch: BatchLike, joining: list[Ticket]) -> None:
+        """The joining tickets join the batch, then one step of every row."""
+        for ticket in joining:
+            try:
+                batch.join(ticket, ticket.request)
+            except ValueError as e:  # a request the engine cannot run: the caller is told
+                self._finish(ticket, e)
+            except Exception as e:  # this request alone: it never takes a slot
+                log.error("request %d failed to join the batch", ticket.id, exc_info=e)
+                self._finish(ticket, e)
+        if joining and self.on_join is not None:
+            self.on_join(joining)
+        with self._cond:
+            rows = len(self._running)
+            for ticket in self._running:
+                ticket.batch_size = max(ticket.batch_size, rows)
+        if not rows:
+            return
+        try:
+            ended = batch.step()
+        except Exception as e:  # the model failed mid-step: every row in it fails
+            failed = batch.fail()
+            log.error("a step failed; its %d requests fail", len(failed), exc_info=e)
+            for ticket in failed:
+                self._finish(ticket, e)
+            return
+        with self._cond:
+            self._stats.steps += 1
+            self._stats.row_steps += rows
+        for ticket, outcome in ended:
+            if isinstance(outcome, Exception):  # its own rule failed: it alone ends
+                log.warning("request %d failed alone", ticket.id, exc_info=outcome)
+            self._finish(ticket, outcome)
 
     def _finish(self, ticket: Ticket, outcome: InfillResult | BaseException) -> None:
         with self._cond:

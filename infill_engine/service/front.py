@@ -22,6 +22,7 @@ MAX_INFLIGHT = 16  # infill requests one connection may have queued or running
 OUTBOX = 64  # replies waiting for a connection's writer; a client that lets it fill is dropped
 MAX_BODY = 4 << 20  # bytes of one HTTP request body
 BODY_TIMEOUT_S = 10.0  # an HTTP body that takes longer to arrive is a slow client: 408
+WEDGED_S = 30.0  # one join-and-step running longer than this: the engine is wedged
 
 
 class Service:
@@ -40,6 +41,7 @@ class Service:
         outbox: int = OUTBOX,
         max_body: int = MAX_BODY,
         body_timeout_s: float = BODY_TIMEOUT_S,
+        wedged_s: float = WEDGED_S,
     ) -> None:
         self.scheduler = scheduler
         self.model = model
@@ -51,6 +53,7 @@ class Service:
         self.outbox = outbox
         self.max_body = max_body  # the HTTP front's (http.py)
         self.body_timeout_s = body_timeout_s
+        self.wedged_s = wedged_s
         self.started = time.monotonic()
         self.connections: set[Connection] = set()
         self.counters = ServiceCounters()
@@ -79,10 +82,23 @@ class Service:
         out["service"] = dataclasses.asdict(self.counters)
         return out
 
+    def wedged(self) -> str | None:
+        """Why the engine cannot serve (its worker stopped, or one step has run past
+        `wedged_s`), or None. Health checks read it: `/health` answers 503, and a Ray Serve
+        replica is replaced (infill_engine/deploy)."""
+        if not self.scheduler.alive:
+            return "the scheduler has stopped"
+        busy = self.scheduler.busy_s()
+        if busy > self.wedged_s:
+            return f"one step has run for {busy:.1f} s (the bound is {self.wedged_s:g} s)"
+        return None
+
     def health(self) -> dict[str, Any]:
         s = self.scheduler.stats()
+        why = self.wedged()
         return {
-            "status": "ok",
+            "status": "ok" if why is None else "wedged",
+            **({"reason": why} if why is not None else {}),
             "model": self.model,
             "version": PROTOCOL_VERSION,
             "uptime_s": round(time.monotonic() - self.started, 3),

@@ -5,7 +5,7 @@ server (or Ray Serve's ingress) can mount `HttpFront(service).app` the same way.
 
 | route                 | speaks                                         | auth  |
 |-----------------------|------------------------------------------------|-------|
-| `GET /health`         | status, model, queue                           | none  |
+| `GET /health`         | status, model, queue; 503 when wedged          | none  |
 | `GET /metrics`        | Prometheus text (metrics.py)                   | token |
 | `GET /v1/models`      | the one model, OpenAI's shape                  | token |
 | `POST /infill`        | llama.cpp's infill (compat.py)                 | token |
@@ -80,7 +80,8 @@ class HttpFront:
 
     # -- plain routes -----------------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
-        return JSONResponse(self.service.health())
+        health = self.service.health()
+        return JSONResponse(health, status_code=200 if health["status"] == "ok" else 503)
 
     async def metrics(self, request: Request) -> Response:
         if (refused := self._auth(request)) is not None:
