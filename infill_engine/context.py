@@ -10,6 +10,13 @@ a token: the prefix starts with the first token past the newline before the firs
 the last kept newline (with the next line's indentation when the token carries it). The ids of
 those tokens are the request's ids: the engine does not tokenize the text again. The character
 window is bounded first: code runs 3-4 characters per token, so 8x the budget is always enough.
+
+Other files' chunks (`build_extra`) have a budget of their own and go before the prefix, each
+under a line comment naming its file (`chunk_text`): the prefix and suffix budgets are not
+touched by them. Chunks come in the caller's order, the most relevant last, nearest the prefix;
+the budget keeps them from the last one back (as llama.cpp keeps the tail of `input_extra`),
+the first chunk that does not fit whole cut to its last lines under its header, and the rest
+dropped.
 """
 
 from __future__ import annotations
@@ -53,10 +60,70 @@ class Context:
     suffix_end: int  # document offset where the suffix ends
     prefix_ids: tuple[int, ...] = ()  # the model's ids of prefix and suffix
     suffix_ids: tuple[int, ...] = ()
+    extra: Extra | None = None  # other files' chunks, placed before the prefix
 
     @property
     def ids(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        return self.prefix_ids, self.suffix_ids
+        """The request's ids: other files' chunks and the prefix, then the suffix."""
+        head = self.extra.ids if self.extra is not None else ()
+        return head + self.prefix_ids, self.suffix_ids
+
+    @property
+    def model_prefix(self) -> str:
+        """What the model reads before the hole: other files' chunks, then the prefix."""
+        return (self.extra.text if self.extra is not None else "") + self.prefix
+
+
+@dataclass(frozen=True)
+class Extra:
+    """Other files' chunks as the model sees them: their text (headers included), its ids,
+    and the files kept, in order (a file whose chunk was cut to its last lines included)."""
+
+    text: str
+    ids: tuple[int, ...]
+    files: tuple[str, ...]
+
+
+MIN_CUT_TOKENS = 16  # a chunk cut shorter than this (past its header) is dropped instead
+
+
+def chunk_text(name: str, text: str, comment: str) -> str:
+    """One chunk as placed before the prefix: a line comment naming its file, then its text,
+    which ends in a newline."""
+    body = text if text.endswith("\n") else text + "\n"
+    return f"{comment} {name}\n{body}" if name else body
+
+
+def build_extra(
+    chunks: Sequence[tuple[str, str]], comment: str, tokenize: Tokenize, budget: int
+) -> Extra:
+    """`chunks` (file name, text), the most relevant last, cut to `budget` tokens: whole
+    chunks from the last one back, then the last lines of the next under its header."""
+    parts: list[tuple[str, tuple[int, ...], str]] = []  # nearest the prefix first
+    left = budget
+    for name, text in reversed(chunks):
+        if left <= 0:
+            break
+        whole = chunk_text(name, text, comment)
+        toks = tokenize(whole)
+        if len(toks.ids) <= left:
+            parts.append((whole, tuple(toks.ids), name))
+            left -= len(toks.ids)
+            continue
+        header = f"{comment} {name}\n" if name else ""
+        head_ids = tuple(tokenize(header).ids) if header else ()
+        if left - len(head_ids) >= MIN_CUT_TOKENS:
+            body = whole[len(header) :][-left * CHARS_PER_TOKEN_BOUND :]
+            tail, tail_ids = _tail(body, tokenize, left - len(head_ids))
+            if tail.strip():
+                parts.append((header + tail, head_ids + tail_ids, name))
+        break
+    parts.reverse()
+    return Extra(
+        "".join(t for t, _, _ in parts),
+        tuple(i for _, ids, _ in parts for i in ids),
+        tuple(n for _, _, n in parts),
+    )
 
 
 def build_context(

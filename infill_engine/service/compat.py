@@ -2,8 +2,10 @@
 back in their own shapes:
 
 - llama.cpp's `POST /infill` (what llama.vim and llama.vscode send): `input_prefix` + `prompt`
-  before the cursor, `input_suffix` after it, `input_extra` chunks of other files placed before
-  the prefix, `n_predict` as the most tokens, `stop`, `n_indent`, `response_fields`;
+  before the cursor, `input_suffix` after it, `input_extra` chunks of other files (the native
+  call's `extra`: placed before the prefix under their file names, cut to their own budget,
+  `extra_tokens`, our extension, default 512), `n_predict` as the most tokens, `stop`,
+  `n_indent`, `response_fields`;
 - OpenAI's `POST /v1/completions` with `prompt` + `suffix` (fill in the middle), `max_tokens`,
   `temperature`, `top_p`, `stop`, `n`, `seed`, `stream`.
 
@@ -25,10 +27,17 @@ import grammars
 
 from ..params import InfillParams, InfillResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS
-from .native import MAX_CANDIDATES, MAX_DOCUMENT_CHARS, TRIGGERS, NativeAsk
+from .native import (
+    EXTRA_TOKENS,
+    MAX_BUDGET,
+    MAX_CANDIDATES,
+    MAX_DOCUMENT_CHARS,
+    TRIGGERS,
+    NativeAsk,
+    parse_chunks,
+)
 from .wire import BadRequest, check_int
 
-MAX_EXTRA_CHUNKS = 64
 MAX_STOPS = 16
 MAX_TOKENS = 4096
 DEFAULT_MAX_TOKENS = 128  # llama.vim's n_predict; OpenAI's own default (16) is too short for code
@@ -109,35 +118,14 @@ def _language(body: dict[str, Any], paths: list[str]) -> str:
     return collections.Counter(found).most_common(1)[0][0] if found else "plaintext"
 
 
-def _extra(body: dict[str, Any]) -> list[tuple[str, str]]:
-    """`input_extra`'s chunks as (file name, text ending in a newline)."""
-    raw = body.get("input_extra")
-    if raw is None:
-        return []
-    if not isinstance(raw, list) or len(raw) > MAX_EXTRA_CHUNKS:
-        raise BadRequest(f"input_extra must be a list of at most {MAX_EXTRA_CHUNKS} chunks")
-    chunks: list[tuple[str, str]] = []
-    for item in raw:
-        if not isinstance(item, dict):
-            raise BadRequest("each input_extra chunk must be an object with a text")
-        text, name = item.get("text", ""), item.get("filename", "")
-        if not isinstance(text, str) or not isinstance(name, str) or len(name) > 1024:
-            raise BadRequest("input_extra chunks have a string text and filename")
-        if text:
-            chunks.append((name, text if text.endswith("\n") else text + "\n"))
-    return chunks
-
-
-def extra_text(chunks: list[tuple[str, str]], language_id: str) -> str:
-    """Other files' chunks as text placed before the prefix, each under a line comment (in the
-    document's language) naming its file."""
-    spec = grammars.spec(language_id)
-    comment = spec.line_comment if spec is not None and spec.line_comment else "#"
-    return "".join(f"{comment} {name}\n{text}" if name else text for name, text in chunks)
-
-
 def _ask(
-    text: str, offset: int, language_id: str, candidates: int, params: InfillParams
+    text: str,
+    offset: int,
+    language_id: str,
+    candidates: int,
+    params: InfillParams,
+    extra: tuple[tuple[str, str], ...] = (),
+    extra_tokens: int = EXTRA_TOKENS,
 ) -> NativeAsk:
     if len(text) > MAX_DOCUMENT_CHARS:
         raise BadRequest(f"the request is over {MAX_DOCUMENT_CHARS} characters")
@@ -152,6 +140,8 @@ def _ask(
         suffix_tokens=SUFFIX_TOKENS,
         params=params,
         deadline_ms=None,
+        extra=extra,
+        extra_tokens=extra_tokens,
     )
 
 
@@ -159,9 +149,9 @@ def parse_llama(body: dict[str, Any]) -> CompatAsk:
     """llama.cpp's `/infill` request."""
     prefix = _str(body, "input_prefix") + _str(body, "prompt")
     suffix = _str(body, "input_suffix")
-    chunks = _extra(body)
+    chunks = parse_chunks(body.get("input_extra"), "input_extra", "filename")
     language_id = _language(body, [name for name, _ in chunks if name])
-    extra = extra_text(chunks, language_id)
+    extra_tokens = _int(body, "extra_tokens", 0, MAX_BUDGET)
     n_predict = _int(body, "n_predict", -1, MAX_TOKENS)
     max_tokens = DEFAULT_MAX_TOKENS if n_predict is None or n_predict < 0 else n_predict
     fields = body.get("response_fields")
@@ -174,7 +164,13 @@ def parse_llama(body: dict[str, Any]) -> CompatAsk:
         raise BadRequest("stream must be a boolean")
     return CompatAsk(
         ask=_ask(
-            extra + prefix + suffix, len(extra + prefix), language_id, 1, _params(body, max_tokens)
+            prefix + suffix,
+            len(prefix),
+            language_id,
+            1,
+            _params(body, max_tokens),
+            tuple(chunks),
+            EXTRA_TOKENS if extra_tokens is None else extra_tokens,
         ),
         stop=_stops(body),
         n_indent=_int(body, "n_indent", 0, 4096) or 0,

@@ -17,12 +17,20 @@ Request fields (a JSON object or a msgpack map):
 | candidates   | int in [1, 4]: fills of different spans | 1           |
 | prefixTokens | int: context budget before the cursor | 1024          |
 | suffixTokens | int: context budget after it          | 512           |
+| extra        | list of {path, text}: other files' chunks, the most relevant last | [] |
+| extraTokens  | int: their own budget, apart from the two above | 512  |
 | params       | map: InfillParams fields (wire.py)    | {}            |
 | deadline_ms  | number: give up if not started by then| none          |
 
+`extra` chunks go before the prefix, each under a line comment in the document's language
+naming its path (context.build_extra), cut to `extraTokens` from the last chunk back; the
+prefix and suffix keep their budgets, and the chunks get at most what the model's positions
+leave beside them and the span.
+
 The reply: `items` (one per candidate: text, tokens, span, stop_reason, passes, timings),
 `plan` (kind, span, max_span, budgets) and `context` (the character range of `text` the model
-saw: `start`, `end`; with a selection, `text[start:offset]` and `text[end:context.end]`), so
+saw: `start`, `end`; with a selection, `text[start:offset]` and `text[end:context.end]`; and,
+when the call had chunks, `extra`: the paths of those kept, `extra_tokens` their tokens), so
 that a client can check the fills against the same context.
 """
 
@@ -34,8 +42,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import grammars
+
 from .. import planner
-from ..context import Context, build_context, tokenize_with
+from ..context import Context, Tokens, build_context, build_extra, tokenize_with
 from ..params import InfillParams, InfillResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS, InfillRequest, candidate_spans
 from ..scheduler import Priority, Scheduler, Ticket
@@ -45,6 +55,9 @@ from .work import Pending, run_rows
 MAX_DOCUMENT_CHARS = 2_000_000
 MAX_CANDIDATES = 4
 MAX_BUDGET = 32768
+MAX_EXTRA_CHUNKS = 64
+MAX_EXTRA_CHARS = 1_000_000  # all chunks together
+EXTRA_TOKENS = 512  # other files' chunks, unless the caller says otherwise
 TRIGGERS: dict[str, Priority] = {
     "automatic": "automatic",
     "invoked": "invoked",
@@ -64,6 +77,8 @@ class NativeAsk:
     suffix_tokens: int
     params: InfillParams
     deadline_ms: float | None
+    extra: tuple[tuple[str, str], ...] = ()  # other files' (path, text), the most relevant last
+    extra_tokens: int = EXTRA_TOKENS
 
 
 @dataclass
@@ -78,6 +93,27 @@ class Prepared:
 def _int(raw: Any, name: str, lo: int, hi: int, default: int | None = None) -> int:
     """A required int field, or an optional one when it has a default."""
     return default if raw is None and default is not None else check_int(raw, name, lo, hi)
+
+
+def parse_chunks(raw: Any, field: str = "extra", name: str = "path") -> list[tuple[str, str]]:
+    """Other files' chunks, a list of {`name`: str, text: str}, as (name, text); empty texts
+    are left out. The native `extra` and llama.cpp's `input_extra` (name "filename")."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > MAX_EXTRA_CHUNKS:
+        raise BadRequest(f"{field} must be a list of at most {MAX_EXTRA_CHUNKS} chunks")
+    chunks: list[tuple[str, str]] = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise BadRequest(f"each {field} chunk must be an object with a text")
+        text, path = item.get("text", ""), item.get(name, "")
+        if not isinstance(text, str) or not isinstance(path, str) or len(path) > 1024:
+            raise BadRequest(f"{field} chunks have a string text and {name}")
+        if text:
+            chunks.append((path, text))
+    if sum(len(t) for _, t in chunks) > MAX_EXTRA_CHARS:
+        raise BadRequest(f"{field} is over {MAX_EXTRA_CHARS} characters in all")
+    return chunks
 
 
 def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> NativeAsk:
@@ -109,6 +145,8 @@ def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> Na
         suffix_tokens=_int(msg.get("suffixTokens"), "suffixTokens", 0, MAX_BUDGET, SUFFIX_TOKENS),
         params=parse_params(msg.get("params")),
         deadline_ms=deadline_ms,
+        extra=tuple(parse_chunks(msg.get("extra"))),
+        extra_tokens=_int(msg.get("extraTokens"), "extraTokens", 0, MAX_BUDGET, EXTRA_TOKENS),
     )
 
 
@@ -137,13 +175,11 @@ def prepare(
         raise ValueError("the model has no tokenizer")
     after = ask.offset if ask.end is None else ask.end
     joined = ask.text if after == ask.offset else ask.text[: ask.offset] + ask.text[after:]
-    ctx = build_context(
-        joined,
-        ask.offset,
-        lambda s: tokenize_with(tokenizer, s),
-        hole.prefix_tokens,
-        hole.suffix_tokens,
-    )
+
+    def tokenize(s: str) -> Tokens:
+        return tokenize_with(tokenizer, s)
+
+    ctx = build_context(joined, ask.offset, tokenize, hole.prefix_tokens, hole.suffix_tokens)
     if after != ask.offset:  # the suffix's end, in the text's own coordinates
         ctx = dataclasses.replace(ctx, suffix_end=ctx.suffix_end + after - ask.offset)
     base = p.span if isinstance(p.span, int) else hole.span
@@ -151,6 +187,14 @@ def prepare(
         spans = candidate_spans(base, p.max_span, 1) * ask.candidates
     else:  # greedy fills differ by their span: the planned one, twice and half of it
         spans = candidate_spans(base, p.max_span, ask.candidates)
+    if ask.extra and ask.extra_tokens > 0:
+        # the chunks' own budget, within what the context and the longest initial span leave
+        # (the room the engine fits each row's context to: fit_context trims nothing of it)
+        used = len(ctx.prefix_ids) + len(ctx.suffix_ids) + max(spans)
+        budget = min(ask.extra_tokens, engine.args.max_positions - used)
+        spec = grammars.spec(ask.language_id)
+        comment = spec.line_comment if spec is not None and spec.line_comment else "#"
+        ctx = dataclasses.replace(ctx, extra=build_extra(ask.extra, comment, tokenize, budget))
     params = [
         dataclasses.replace(
             p,
@@ -161,7 +205,7 @@ def prepare(
         )
         for i, s in enumerate(spans)
     ]
-    requests = engine.requests(ctx.prefix, ctx.suffix, params, hole, cancel, ids=ctx.ids)
+    requests = engine.requests(ctx.model_prefix, ctx.suffix, params, hole, cancel, ids=ctx.ids)
     return Prepared(hole, ctx, requests)
 
 
@@ -183,6 +227,9 @@ async def run_native(
 
 def native_result(prepared: Prepared, done: list[tuple[InfillResult, Ticket]]) -> dict[str, Any]:
     plan, ctx = prepared.plan, prepared.context
+    context: dict[str, Any] = {"start": ctx.prefix_start, "end": ctx.suffix_end}
+    if ctx.extra is not None:  # the call had other files' chunks
+        context.update(extra=list(ctx.extra.files), extra_tokens=len(ctx.extra.ids))
     return {
         "items": [result_dict(r, t) for r, t in done],
         "plan": {
@@ -193,5 +240,5 @@ def native_result(prepared: Prepared, done: list[tuple[InfillResult, Ticket]]) -
             "suffix_tokens": plan.suffix_tokens,
             "evidence": plan.evidence,
         },
-        "context": {"start": ctx.prefix_start, "end": ctx.suffix_end},
+        "context": context,
     }
