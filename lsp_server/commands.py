@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import grammars
 
-from . import syntax
+from . import stubs, syntax
 from .backend import Backend
 from .engine_client import Filled, Hole, Refinement
 from .finish import finish
@@ -28,6 +28,31 @@ class Edit:
     end: int
     text: str
     what: str  # for the user: what was done
+    # Set when the edit overwrites code the user did not select: why the editor must ask first
+    # (an LSP change annotation with needsConfirmation). None: applied at once.
+    confirm: str | None = None
+
+
+def _ask_first(
+    text: str,
+    start: int,
+    end: int,
+    language_id: str,
+    chosen: tuple[int, int] | None,
+    can_confirm: bool,
+    what: str,
+) -> str | None:
+    """None when replacing [start, end) overwrites only what the user chose, blank lines,
+    comments or placeholders (stubs.py); else the question for the editor to ask. An editor
+    that cannot ask (no change annotation support) gets a refusal, before the model runs."""
+    if not stubs.needs_confirmation(text, start, end, language_id, chosen):
+        return None
+    if not can_confirm:
+        raise CommandError(
+            f"not applied: {what} has code, and this editor cannot ask before replacing it "
+            "(no change annotation support); clear it, or select it and regenerate the selection"
+        )
+    return f"Replace {what}? It has code."
 
 
 async def _fill(
@@ -69,11 +94,20 @@ def _around(text: str, start: int, end: int) -> syntax.Around:
 
 
 async def fill_function_body(
-    backend: Backend, text: str, offset: int, language_id: str, opts: Options
+    backend: Backend,
+    text: str,
+    offset: int,
+    language_id: str,
+    opts: Options,
+    can_confirm: bool = True,
 ) -> Edit:
+    """The body filled: at once when it is empty or a stub, else as an edit the editor must
+    confirm (`can_confirm`), or refused."""
     hole = syntax.function_body(text, offset, language_id)
     if hole is None:
         raise CommandError("no function around the cursor (or no grammar for this language)")
+    what = f"the body of {hole.name}()"
+    confirm = _ask_first(text, hole.start, hole.end, language_id, None, can_confirm, what)
     # The body is about to be empty: the engine sees the cursor on an indented blank line of
     # it, which it plans as the empty body it is (`function_body`) and cuts the context around.
     blank = hole.indent + ("" if text.startswith("\n", hole.end) else "\n")
@@ -95,9 +129,8 @@ async def fill_function_body(
     at_line_start = hole.start == hole.end or text[hole.start : hole.end].endswith("\n")
     if at_line_start and not body.endswith("\n"):
         body += "\n"  # the next line (the closing brace, the next def) stays on its own line
-    return _checked(
-        Edit(hole.start, hole.end, body, f"filled the body of {hole.name}()"), text, language_id
-    )
+    edit = Edit(hole.start, hole.end, body, f"filled {what}", confirm)
+    return _checked(edit, text, language_id)
 
 
 async def regenerate_selection(
@@ -108,9 +141,12 @@ async def regenerate_selection(
     instruction: str | None,
     opts: Options,
     language_id: str,
+    can_confirm: bool = True,
 ) -> Edit:
     if end <= start or not text[start:end].strip():
         raise CommandError("select some code to regenerate")
+    # The edit is the selection itself: no question, unless that ever changes.
+    confirm = _ask_first(text, start, end, language_id, (start, end), can_confirm, "the code")
     sent, at, stop = text, start, end
     what = "regenerated the selection"
     if instruction and instruction.strip():
@@ -139,7 +175,7 @@ async def regenerate_selection(
     )
     if new is None:
         raise CommandError("the model wrote nothing usable for the selection")
-    return _checked(Edit(start, end, new, what), text, language_id)
+    return _checked(Edit(start, end, new, what, confirm), text, language_id)
 
 
 async def refine_selection(
@@ -150,9 +186,11 @@ async def refine_selection(
     opts: Options,
     language_id: str,
     fraction: float = 0.25,
+    can_confirm: bool = True,
 ) -> Edit:
     if not text[start:end].strip():
         raise CommandError("select some code to refine")
+    confirm = _ask_first(text, start, end, language_id, (start, end), can_confirm, "the code")
     job = Refinement(
         text,
         start,
@@ -166,4 +204,4 @@ async def refine_selection(
     )
     r = await backend.refine(job)
     what = f"refined {r.changed} of {len(r.remasked)} unlikely tokens"
-    return _checked(Edit(start, end, r.text, what), text, language_id)
+    return _checked(Edit(start, end, r.text, what, confirm), text, language_id)

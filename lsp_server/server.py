@@ -9,6 +9,7 @@ never a crash. The session's state and shared services are session.py's.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -22,6 +23,7 @@ from .documents import Document, clean
 from .options import describe
 from .protocol import why
 from .session import RELOAD_QUIET_S, VERSION, DllmServer
+from .telemetry import ACCEPT_COMMAND, DID_PARTIALLY_ACCEPT, DID_SHOW, command_id, item_id
 
 __all__ = ["RELOAD_QUIET_S", "VERSION", "DllmServer", "build_server"]
 
@@ -50,6 +52,9 @@ def build_server() -> DllmServer:
     server.command(REFACTOR)(refactor)
     server.command(REFINE)(refine)
     server.feature(STATUS)(status)
+    server.command(ACCEPT_COMMAND)(accepted)
+    server.feature(DID_SHOW)(did_show)
+    server.feature(DID_PARTIALLY_ACCEPT)(did_partially_accept)
     server.feature(lsp.SHUTDOWN)(shutdown)
     return server
 
@@ -80,6 +85,7 @@ async def inline_completion(
     if doc is None or offset is None:
         return empty
     invoked = params.context.trigger_kind == lsp.InlineCompletionTriggerKind.Invoked
+    started = time.perf_counter()
     ask = Ask(doc.uri, doc.text, offset, doc.language_id or "", invoked, doc.syntax_tree())
     version = doc.version
     try:
@@ -99,7 +105,10 @@ async def inline_completion(
     except Exception as e:  # the editor gets no items, the log the whole story
         log.error("inline completion failed", exc_info=e)
         ls.log(f"inline completion failed: {type(e).__name__}: {e}", lsp.MessageType.Error)
+        ls.stats.request(doc.language_id or "", 1000 * (time.perf_counter() - started), ok=False)
         return empty
+    lang = doc.language_id or ""
+    ls.stats.request(lang, 1000 * (time.perf_counter() - started), ok=True)
     # Each item replaces the rest of the cursor's line with the fill followed by that rest:
     # the same document as an insertion, in the shape editors render mid-line (VS Code
     # draws the inserted parts as ghost text; Neovim 0.12 would otherwise overlay the
@@ -109,9 +118,38 @@ async def inline_completion(
     at, end = ls.position(doc.text, offset), ls.position(doc.text, eol)
     return lsp.InlineCompletionList(
         items=[
-            lsp.InlineCompletionItem(insert_text=t + rest, range=lsp.Range(at, end)) for t in texts
+            lsp.InlineCompletionItem(
+                insert_text=t + rest, range=lsp.Range(at, end), command=_accept_command(ls, lang)
+            )
+            for t in texts
         ]
     )
+
+
+def _accept_command(ls: DllmServer, language: str) -> lsp.Command | None:
+    """The command the editor runs when the user accepts the item: it names the item, so that
+    the acceptance and the editor's reports about it are counted once (telemetry.py)."""
+    key = ls.stats.issue(language)
+    if key is None:
+        return None  # counting is off
+    arg = {"id": key, "languageId": language}
+    return lsp.Command(title="dLLM: completion accepted", command=ACCEPT_COMMAND, arguments=[arg])
+
+
+def accepted(ls: DllmServer, *args: Any) -> None:
+    ls.stats.accepted(command_id(args[0] if args else None))
+
+
+def did_show(ls: DllmServer, params: Any) -> None:
+    ls.stats.shown(item_id(params.get("item") if isinstance(params, dict) else None))
+
+
+def did_partially_accept(ls: DllmServer, params: Any) -> None:
+    if not isinstance(params, dict):
+        return
+    length = params.get("acceptedLength")
+    if isinstance(length, int) and not isinstance(length, bool):
+        ls.stats.partially_accepted(item_id(params.get("item")), length)
 
 
 def code_action(ls: DllmServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
@@ -161,9 +199,10 @@ async def fill_body(ls: DllmServer, *args: Any) -> dict[str, Any]:
         if offset is None:
             raise CommandError(f"position {pos.line}:{pos.character} is outside the document")
         lang = doc.language_id or ""
-        return await ls.apply(
-            doc, await fill_function_body(ls.backend, doc.text, offset, lang, ls.options)
+        edit = await fill_function_body(
+            ls.backend, doc.text, offset, lang, ls.options, ls.can_confirm
         )
+        return await ls.apply(doc, edit)
 
     return await run_command(ls, "fill function body", work())
 
@@ -177,7 +216,14 @@ async def refactor(ls: DllmServer, *args: Any) -> dict[str, Any]:
         doc, span = _doc_and_selection(ls, args)
         instruction = clean(instruction) if instruction is not None else None
         edit = await regenerate_selection(
-            ls.backend, doc.text, span[0], span[1], instruction, ls.options, doc.language_id
+            ls.backend,
+            doc.text,
+            span[0],
+            span[1],
+            instruction,
+            ls.options,
+            doc.language_id,
+            ls.can_confirm,
         )
         return await ls.apply(doc, edit)
 
@@ -188,7 +234,13 @@ async def refine(ls: DllmServer, *args: Any) -> dict[str, Any]:
     async def work() -> dict[str, Any]:
         doc, span = _doc_and_selection(ls, args)
         edit = await refine_selection(
-            ls.backend, doc.text, span[0], span[1], ls.options, doc.language_id
+            ls.backend,
+            doc.text,
+            span[0],
+            span[1],
+            ls.options,
+            doc.language_id,
+            can_confirm=ls.can_confirm,
         )
         return await ls.apply(doc, edit)
 
@@ -202,10 +254,13 @@ def status(ls: DllmServer, params: Any) -> dict[str, Any]:
         "typeahead_hits": ls.completer.typeahead.hits,
         "settings": describe(ls.options, nested=True),
         "documents": ls.documents.summary(),
+        "stats": ls.stats.summary(),
+        "health": ls.stats.health(),
     }
 
 
 def shutdown(ls: DllmServer, params: Any) -> None:
+    ls.stats.flush()
     ls.stop_work()  # a reload still waiting for quiet settings never starts
 
 

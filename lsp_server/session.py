@@ -26,10 +26,12 @@ from .completion import Completer
 from .documents import Document, Documents
 from .options import EngineOptions, Options, fit_model, parse_options
 from .protocol import CLIENT_ERRORS, Protocol
+from .telemetry import Stats, state_file
 
 log = logging.getLogger("dllm-infill-ls")
 VERSION = "0.1.0"
 RELOAD_QUIET_S = 0.5  # editors send a settings change per keystroke: reload once they stop
+CONFIRM = "dllm.replacesCode"  # the change annotation of an edit that overwrites code
 
 
 class DllmServer(LanguageServer):
@@ -46,6 +48,7 @@ class DllmServer(LanguageServer):
         self.documents = Documents()
         self.backend = Backend(self.log, self.tell)
         self.completer = Completer(self.backend, self.log)
+        self.stats = Stats(state_file())  # acceptance counts and health, on this machine only
         self.load_task: asyncio.Task[None] | None = None
         self._quiet_until = 0.0  # event-loop time before which no load starts
 
@@ -118,6 +121,7 @@ class DllmServer(LanguageServer):
                 self.tell(note)
         self._clamps = set(notes)
         self.completer.configure(self.options)
+        self.stats.configure(self.options.stats.enabled, self.options.stats.slow_ms)
 
     async def loaded(self, timeout: float) -> bool:
         """Wait, at most `timeout` seconds, for a load in flight; True when the model is ready.
@@ -198,24 +202,40 @@ class DllmServer(LanguageServer):
         a, b = self.offset(doc, r.start), self.offset(doc, r.end)
         return None if a is None or b is None else (min(a, b), max(a, b))
 
+    @property
+    def can_confirm(self) -> bool:
+        """Whether the client asks the user before an edit whose change annotation needs
+        confirmation (VS Code: the refactor preview)."""
+        ws = self.client_capabilities.workspace
+        edits = ws.workspace_edit if ws is not None else None
+        return bool(edits and edits.document_changes and edits.change_annotation_support)
+
     async def apply(self, doc: Document, edit: Edit) -> dict[str, Any]:
         text = doc.text
+        rng = lsp.Range(self.position(text, edit.start), self.position(text, edit.end))
+        one: lsp.TextEdit = lsp.TextEdit(range=rng, new_text=edit.text)
+        annotations = None
+        if edit.confirm is not None:  # overwrites code: the editor asks the user first
+            one = lsp.AnnotatedTextEdit(annotation_id=CONFIRM, range=rng, new_text=edit.text)
+            annotations = {
+                CONFIRM: lsp.ChangeAnnotation(
+                    label=f"dLLM: {edit.what}", needs_confirmation=True, description=edit.confirm
+                )
+            }
         change = lsp.TextDocumentEdit(
             text_document=lsp.OptionalVersionedTextDocumentIdentifier(
                 uri=doc.uri, version=doc.version
             ),
-            edits=[
-                lsp.TextEdit(
-                    range=lsp.Range(self.position(text, edit.start), self.position(text, edit.end)),
-                    new_text=edit.text,
-                )
-            ],
+            edits=[one],
         )
         result = await self.workspace_apply_edit_async(
             lsp.ApplyWorkspaceEditParams(
-                edit=lsp.WorkspaceEdit(document_changes=[change]), label=f"dLLM: {edit.what}"
+                edit=lsp.WorkspaceEdit(document_changes=[change], change_annotations=annotations),
+                label=f"dLLM: {edit.what}",
             )
         )
-        if not result.applied:
+        if not result.applied and edit.confirm is not None:
+            self.tell("not applied: the change was not confirmed", lsp.MessageType.Info)
+        elif not result.applied:
             self.tell(f"the editor did not apply the edit: {result.failure_reason or 'no reason'}")
         return {"applied": bool(result.applied), "message": edit.what, "text": edit.text}

@@ -39,7 +39,10 @@ def init_params(
     settings: dict[str, Any] | None = None,
     encodings: list[str] | None = None,
     progress: bool = True,
+    annotations: bool = False,
 ) -> lsp.InitializeParams:
+    """`annotations`: the client asks the user before an edit whose change annotation needs
+    confirmation, as VS Code does (workspace.workspaceEdit.changeAnnotationSupport)."""
     caps = lsp.ClientCapabilities(
         general=lsp.GeneralClientCapabilities(
             position_encodings=[
@@ -50,7 +53,14 @@ def init_params(
         window=lsp.WindowClientCapabilities(work_done_progress=progress),
         workspace=lsp.WorkspaceClientCapabilities(
             apply_edit=True,
-            workspace_edit=lsp.WorkspaceEditClientCapabilities(document_changes=True),
+            workspace_edit=lsp.WorkspaceEditClientCapabilities(
+                document_changes=True,
+                change_annotation_support=(
+                    lsp.ChangeAnnotationsSupportOptions(groups_on_label=True)
+                    if annotations
+                    else None
+                ),
+            ),
         ),
     )
     options = {"debounceMs": 0, **(settings or {})}
