@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench bench-lsp clean editor-test
+.PHONY: setup demo test lint bench bench-lsp clean editor-test ray-test
 
 setup: $(STAMP)
 
@@ -39,6 +39,12 @@ test: lint
 editor-test: $(STAMP)
 	if [ "$${DLLM_VSCODE_TESTS:-1}" != 0 ]; then bash tests/editors/setup_vscode.sh; fi
 	DLLM_EDITOR_TESTS=1 $(PY) -m pytest -q -rs tests/editors
+
+# Replicas on Ray Serve (tests/deploy) on a local Ray cluster on this machine's CPUs: installs
+# the ray extra into the venv (the default install stays without it), then runs them (~2 min).
+ray-test: $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,ray]'
+	$(PY) -m pytest -q -m ray tests/deploy
 
 bench: $(STAMP)
 	$(VENV)/bin/dllm-infill bench

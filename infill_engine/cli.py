@@ -189,11 +189,8 @@ def _serve_ray(a: argparse.Namespace) -> int:
             raise ServeError("--ray serves HTTP: --listen http://HOST:PORT")
         token = resolve_token(a.token_file)
         check_listen(address, token, a.allow_remote)
-        try:
-            from .deploy.run import serve_ray
-            from .deploy.spec import ReplicaSpec, Scaling
-        except ImportError as e:
-            raise ServeError(f"--ray needs Ray: pip install 'dllm-infill[ray]' ({e})") from None
+        from .deploy.spec import ReplicaSpec, Scaling
+
         low, high = None, None
         if a.autoscale:
             low_text, _, high_text = a.autoscale.partition(":")
@@ -206,6 +203,10 @@ def _serve_ray(a: argparse.Namespace) -> int:
             gpus=a.gpus_per_replica, token=token, wedged_s=a.wedged_s,
         )  # fmt: skip
         scaling = Scaling(replicas=a.replicas, min_replicas=low, max_replicas=high)
+        try:
+            from .deploy.run import serve_ray
+        except ImportError as e:
+            raise ServeError(f"--ray needs Ray: pip install 'dllm-infill[ray]' ({e})") from None
         serve_ray(spec, scaling, address, a.ray_address, ready)
     except (ServeError, OSError) as e:
         print(f"dllm-infill serve: {e}", file=sys.stderr)

@@ -53,10 +53,10 @@ def serve_ray(
 ) -> None:
     """Serve until SIGINT or SIGTERM; a local cluster is shut down with it, a joined one keeps
     running without this application."""
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     start_cluster(ray_address, spec, scaling)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which sets its own handlers
+        signal.signal(sig, lambda *_: stop.set())
     try:
         deploy(spec, scaling, address)
         if ready is not None:

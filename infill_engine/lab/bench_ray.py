@@ -7,6 +7,8 @@ run (docs/deploy.md):
   after a retry, with an error, or hung, and the time until Serve runs 2 replicas again;
 - **wedge**: a replica's step hangs (a planted fault, lab/faults.py) under load: the time until
   its health check fails and it is replaced, and the requests' outcomes;
+- **ingress**: what the way in costs: `/health` requests per second and one client's native call
+  latency, through Serve's proxy and straight to the HTTP front;
 - **cancel**: a client hangs up in the middle of a long fill: the replica's cancelled rows and
   the time until its batch is empty again.
 
@@ -33,8 +35,8 @@ from ..deploy.spec import APPLICATION, DEPLOYMENT, ReplicaSpec, Scaling
 from .bench_serve import BENCH_HOLES
 from .faults import FaultyLoader
 
-RETRIES = 3  # a client retries a request refused with 5xx or a lost connection this often
-RETRY_AFTER_S = 0.2
+RETRIES = 4  # a client retries a request refused with 5xx or a lost connection this often,
+RETRY_AFTER_S = 0.1  # after 0.1, 0.2, 0.4, 0.8 s
 TIMEOUT_S = 60.0  # a request without an answer by then counts as hung
 REPLICA_PREFIX = f"SERVE_REPLICA::{APPLICATION}#{DEPLOYMENT}#"
 
@@ -97,7 +99,7 @@ def one(client: httpx.Client, body: dict[str, Any]) -> Outcome:
             status = str(r.status_code)
             if r.status_code < 500:
                 break
-        time.sleep(RETRY_AFTER_S)
+        time.sleep(RETRY_AFTER_S * 2 ** (attempt - 1))
     return Outcome((time.perf_counter() - t0) * 1000, attempt, status)
 
 
@@ -335,6 +337,57 @@ def cancel(cluster: Cluster) -> dict[str, Any]:
     }
 
 
+def ingress(cluster: Cluster, clients: int, params: dict[str, Any], seconds: float = 3.0
+            ) -> dict[str, Any]:  # fmt: skip
+    """What the way in costs: `GET /health` (no engine work) from `clients` threads for
+    `seconds`, and one client's native calls one after another, through Serve's proxy to one
+    replica and straight to the same HTTP front under uvicorn in this process."""
+    import torch
+
+    from .. import load
+    from ..service import Service, ServiceThread, parse_address
+
+    cluster.deploy(1)
+    cluster.warm(1, params)
+    torch.set_num_threads(1)
+    engine = load("builtin", device="cpu")
+    service = Service(engine.scheduler(), "builtin", cluster.token)
+    out: dict[str, Any] = {}
+    with ServiceThread(service, parse_address("http://127.0.0.1:0")) as direct:
+        assert direct.bound is not None
+        urls = {"ray": cluster.url, "direct": f"http://127.0.0.1:{direct.bound.port}"}
+        run_load(urls["direct"], cluster.token, 2, params, requests=2)  # warm
+        for name, url in urls.items():
+            out[f"health_per_s_{name}"] = round(_health_rate(url, clients, seconds), 1)
+            one = run_load(url, cluster.token, 1, params, requests=20).summary()
+            out[f"native_p50_ms_{name}"] = one["p50_ms"]
+    engine.close()
+    out["native_overhead_ms"] = round(out["native_p50_ms_ray"] - out["native_p50_ms_direct"], 1)
+    return out
+
+
+def _health_rate(url: str, clients: int, seconds: float) -> float:
+    count = 0
+    lock = threading.Lock()
+    end = time.perf_counter() + seconds
+
+    def client() -> None:
+        nonlocal count
+        with httpx.Client(base_url=url, timeout=TIMEOUT_S) as c:
+            while time.perf_counter() < end:
+                c.get("/health").raise_for_status()
+                with lock:
+                    count += 1
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return count / (time.perf_counter() - t0)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -352,7 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="alternating 1 and 2 replica runs")
     ap.add_argument("--span", type=int, default=32)
     ap.add_argument("--port", type=int, default=0, help="Serve's HTTP port (default: a free one)")
-    ap.add_argument("--only", default="scale,kill,wedge,cancel", help="scenarios, comma-separated")
+    ap.add_argument(
+        "--only", default="scale,ingress,kill,wedge,cancel", help="scenarios, comma-separated"
+    )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     try:
@@ -367,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in a.only.split(","):
             if name == "scale":
                 report[name] = scale(cluster, a.clients, a.requests, a.rounds, params)
+            elif name == "ingress":
+                report[name] = ingress(cluster, a.clients, params)
             elif name == "kill":
                 report[name] = kill(cluster, a.clients, params)
             elif name == "wedge":
