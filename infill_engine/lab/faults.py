@@ -20,6 +20,7 @@ class FaultyLoader:
     """A replica loader (deploy/replica.py) whose engine's batch has the faults."""
 
     hang_trigger: str | None = None
+    hang_s: float | None = None  # how long the hang lasts; None: for ever
     step_delay_s: float = 0.0
 
     def __call__(self, spec: ReplicaSpec) -> Engine:
@@ -45,7 +46,7 @@ class FaultyBatch:
     def step(self) -> Any:
         trigger = self._faults.hang_trigger
         if trigger is not None and _claim(trigger):
-            threading.Event().wait()  # wedged: the step never returns
+            threading.Event().wait(self._faults.hang_s)  # wedged: None never returns
         if self._faults.step_delay_s:
             time.sleep(self._faults.step_delay_s)
         return self._batch.step()
