@@ -15,6 +15,7 @@ from infill_engine.service.listen import is_loopback, split_host_port
 
 from .server import VERSION, build_server
 from .tcp import serve_tcp
+from .telemetry import stats_main
 from .transport import serve_stdio
 
 
@@ -27,6 +28,9 @@ def _host_port(value: str) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["stats"]:  # the completion counts kept on this machine (telemetry.py)
+        return stats_main(args[1:])
     ap = argparse.ArgumentParser(
         prog="dllm-infill-ls", description="Language server for diffusion-LM code infill."
     )

@@ -79,11 +79,20 @@ class CompletionOptions:
 
 
 @dataclass(frozen=True)
+class StatsOptions:
+    # Count shown / accepted completions per language, on this machine only (telemetry.py):
+    # nothing is ever sent anywhere. False: items carry no accept command and nothing is written.
+    enabled: bool = True
+    slow_ms: float = 2000.0  # the backend is "slow" while its recent median latency is over this
+
+
+@dataclass(frozen=True)
 class Options:
     engine: EngineOptions = field(default_factory=EngineOptions)
     decode: DecodeOptions = field(default_factory=DecodeOptions)
     context: ContextOptions = field(default_factory=ContextOptions)
     completion: CompletionOptions = field(default_factory=CompletionOptions)
+    stats: StatsOptions = field(default_factory=StatsOptions)
     token: str | None = None  # the shared secret a TCP client must send
 
 
@@ -165,6 +174,12 @@ def _debounce(v: Any) -> float:
     return ms
 
 
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError("must be true or false")
+    return v
+
+
 def _policy(v: Any) -> str:
     if v not in DECODE_POLICIES:
         raise ValueError(f"must be one of {', '.join(DECODE_POLICIES)}")
@@ -207,6 +222,8 @@ _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("completion", "debounce_ms", "debounceMs", _debounce),
     ("completion", "candidates", "candidates", _int_in(1, 8)),
     ("completion", "languages", "languages", _languages),
+    ("stats", "enabled", "stats.enabled", _bool),
+    ("stats", "slow_ms", "stats.slowMs", _float_in(1.0, 600_000.0)),
 ]
 _CLIENT_ONLY = {"serverPath"}  # editor-side settings that arrive with the rest: not ours
 _KNOWN = {key for _, _, key, _ in _SCHEMA} | {"token"} | _CLIENT_ONLY

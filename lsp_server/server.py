@@ -85,7 +85,7 @@ async def inline_completion(
     if doc is None or offset is None:
         return empty
     invoked = params.context.trigger_kind == lsp.InlineCompletionTriggerKind.Invoked
-    started = time.perf_counter()
+    started, cached = time.perf_counter(), ls.completer.typeahead.hits
     ask = Ask(doc.uri, doc.text, offset, doc.language_id or "", invoked, doc.syntax_tree())
     version = doc.version
     try:
@@ -108,7 +108,8 @@ async def inline_completion(
         ls.stats.request(doc.language_id or "", 1000 * (time.perf_counter() - started), ok=False)
         return empty
     lang = doc.language_id or ""
-    ls.stats.request(lang, 1000 * (time.perf_counter() - started), ok=True)
+    if ls.completer.typeahead.hits == cached:  # typed-ahead answers say nothing of the backend
+        ls.stats.request(lang, 1000 * (time.perf_counter() - started), ok=True)
     # Each item replaces the rest of the cursor's line with the fill followed by that rest:
     # the same document as an insertion, in the shape editors render mid-line (VS Code
     # draws the inserted parts as ghost text; Neovim 0.12 would otherwise overlay the
