@@ -128,7 +128,9 @@ def serve(argv: list[str]) -> int:
     ray.add_argument("--replicas", type=int, default=1, help="engines, each with its scheduler")
     ray.add_argument("--autoscale", metavar="MIN:MAX", help="replicas follow the load instead")
     ray.add_argument("--threads", type=int, default=1, help="torch CPU threads per replica")
-    ray.add_argument("--gpus-per-replica", type=float, default=0.0, help="1 on a GPU cluster")
+    ray.add_argument(
+        "--gpus-per-replica", type=float, help="default: 1 where the cluster has GPUs, else 0"
+    )
     ray.add_argument("--ray-address", help="join this cluster (auto: `ray start` on this host)")
     ray.add_argument("--wedged-s", type=float, default=WEDGED_S, help="a longer step fails health")
     a = ap.parse_args(argv)

@@ -32,15 +32,24 @@ class ReplicaSpec:
     max_batch: int = MAX_BATCH
     max_queue: int = MAX_QUEUE
     threads: int = 1  # torch CPU threads, and the CPUs the replica reserves in Ray
-    gpus: float = 0.0  # GPUs it reserves: 1 per replica on a GPU cluster
+    gpus: float | None = None  # GPUs it reserves; None: one where the cluster has GPUs
     token: str | None = None  # the bearer token every route but /health asks for
     wedged_s: float = WEDGED_S  # a step longer than this fails the health check
 
     def __post_init__(self) -> None:
         if self.max_batch < 1 or self.max_queue < 1 or self.threads < 1:
             raise ServeError("max_batch, max_queue and threads must be >= 1")
-        if self.gpus < 0 or not self.wedged_s > 0:
+        if (self.gpus is not None and self.gpus < 0) or not self.wedged_s > 0:
             raise ServeError("gpus must be >= 0 and wedged_s > 0")
+
+
+def with_gpus(spec: ReplicaSpec, cluster_gpus: float) -> ReplicaSpec:
+    """`gpus` decided: as given, else one GPU per replica when the cluster has GPUs and the
+    device may be one (not "cpu"), else none."""
+    if spec.gpus is not None:
+        return spec
+    gpus = 1.0 if cluster_gpus >= 1 and spec.device != "cpu" else 0.0
+    return dataclasses.replace(spec, gpus=gpus)
 
 
 def load_engine(spec: ReplicaSpec) -> Engine:
@@ -92,7 +101,7 @@ def deployment_options(spec: ReplicaSpec, scaling: Scaling) -> dict[str, Any]:
         # past this many, the proxy routes a request to another replica or holds it: two
         # batches' worth keeps one full batch running and the next one queued
         "max_ongoing_requests": scaling.max_ongoing or 2 * spec.max_batch,
-        "ray_actor_options": {"num_cpus": spec.threads, "num_gpus": spec.gpus},
+        "ray_actor_options": {"num_cpus": spec.threads, "num_gpus": spec.gpus or 0},
         "health_check_period_s": scaling.health_period_s,
         "health_check_timeout_s": scaling.health_timeout_s,
         "graceful_shutdown_timeout_s": 5.0,

@@ -15,6 +15,7 @@ from infill_engine.deploy.spec import (
     Scaling,
     deployment_options,
     from_args,
+    with_gpus,
 )
 from infill_engine.service import ServeError
 
@@ -27,6 +28,14 @@ def test_fixed_replicas_get_their_count_cpus_gpus_and_health_checks() -> None:
     assert options["ray_actor_options"] == {"num_cpus": 2, "num_gpus": 1}
     assert options["max_ongoing_requests"] == 16  # two batches: one running, one queued
     assert options["health_check_period_s"] == 2
+
+
+def test_a_replica_takes_one_gpu_where_the_cluster_has_gpus_unless_told() -> None:
+    assert with_gpus(ReplicaSpec(), cluster_gpus=8).gpus == 1
+    assert with_gpus(ReplicaSpec(), cluster_gpus=0).gpus == 0
+    assert with_gpus(ReplicaSpec(device="cpu"), cluster_gpus=8).gpus == 0
+    assert with_gpus(ReplicaSpec(gpus=0.5), cluster_gpus=8).gpus == 0.5
+    assert deployment_options(ReplicaSpec(), Scaling())["ray_actor_options"]["num_gpus"] == 0
 
 
 def test_autoscaling_follows_the_requests_per_replica() -> None:
