@@ -19,6 +19,7 @@ from typing import Any
 from infill_engine.scheduler import Priority
 
 from .backend import Backend, Superseded
+from .crossfile import ChunkStore
 from .debounce import AdaptiveDebounce
 from .engine_client import Hole
 from .finish import finish
@@ -45,6 +46,7 @@ class Completer:
         self.debounce = AdaptiveDebounce()
         self._generation: dict[str, int] = {}
         self._inflight: dict[str, threading.Event] = {}
+        self.crossfile = ChunkStore()  # other files' chunks (crossfile.py)
 
     def configure(self, opts: Options) -> None:
         self.debounce.base_ms = opts.completion.debounce_ms
@@ -88,6 +90,9 @@ class Completer:
     async def _from_model(self, ask: Ask, opts: Options) -> list[str]:
         cancel = threading.Event()
         priority: Priority = "invoked" if ask.invoked else "automatic"
+        ctx = opts.context
+        budget = ctx.cross_file_tokens if ctx.cross_file else 0
+        extra = self.crossfile.choose(ask.uri, ask.text, ask.offset, budget).extra if budget else ()
         hole = Hole(
             ask.text,
             ask.offset,
@@ -100,6 +105,8 @@ class Completer:
             decode_params(opts.decode),
             cancel,
             ask.tree,
+            extra,
+            budget,
         )
         if (old := self._inflight.get(ask.uri)) is not None:
             old.set()  # a newer request on this document: the older one stops at its next pass

@@ -67,6 +67,13 @@ def workspace_of(uri: str | None, roots: Sequence[str]) -> str | None:
     return max(held, key=len, default=None)
 
 
+def roots_of(workspace: Any) -> tuple[str, ...]:
+    """The workspace folders' URIs of a pygls workspace, else its root URI."""
+    folders = tuple(f.uri for f in (getattr(workspace, "folders", None) or {}).values())
+    root = getattr(workspace, "root_uri", None)
+    return folders or ((root,) if isinstance(root, str) else ())
+
+
 def display_name(uri: str | None, roots: Sequence[str]) -> str:
     """A chunk's header: its path within the workspace folder, else its file name."""
     if uri is None:
@@ -200,7 +207,7 @@ class ChunkStore:
         last = self.last
         return {
             "chunks": [
-                {"name": c.name, "line": c.start_line, "from": c.source} for c in self.chunks
+                {"name": c.name, "line": c.start_line, "source": c.source} for c in self.chunks
             ],
             "last": None
             if last is None

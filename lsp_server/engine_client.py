@@ -40,7 +40,9 @@ class Hole:
     [offset, end) that the fill replaces (its text is not context). `candidates` fills of
     different initial spans (request.candidate_spans: the plan's span, twice and half of it);
     `params.span` is "auto" unless the user fixed one. `priority` is the caller's (`invoked`,
-    `automatic`, `command`); `tree`: the document's tree-sitter tree of `text`, when kept."""
+    `automatic`, `command`); `tree`: the document's tree-sitter tree of `text`, when kept.
+    `extra`: other files' (path, text) chunks, the most relevant last, placed before the
+    prefix within `extra_tokens` of their own (service/native.py)."""
 
     text: str
     offset: int
@@ -53,6 +55,8 @@ class Hole:
     params: InfillParams
     cancel: threading.Event
     tree: Any | None = None
+    extra: tuple[tuple[str, str], ...] = ()
+    extra_tokens: int = 0
 
     @property
     def after(self) -> int:
@@ -63,13 +67,16 @@ class Hole:
 @dataclass(frozen=True)
 class Filled:
     """The fills of a hole, one per candidate span, and the context the model saw around them:
-    `text[start:offset]` before and `text[hole.after:stop]` after, in the hole's text."""
+    `text[start:offset]` before and `text[hole.after:stop]` after, in the hole's text, and
+    before them the other files' chunks kept (their paths, their tokens)."""
 
     results: list[InfillResult]
     kind: str  # the planned hole kind (planner.kinds)
     span: int  # the planned span, in tokens
     start: int
     stop: int
+    extra: tuple[str, ...] = ()
+    extra_tokens: int = 0
 
     def context(self, hole: Hole) -> tuple[str, str]:
         """(prefix, suffix) as the model saw them: what finish.py checks a fill against."""

@@ -94,6 +94,8 @@ class LocalEngineClient:
             suffix_tokens=hole.suffix_tokens,
             params=hole.params,
             deadline_ms=None,
+            extra=hole.extra,
+            extra_tokens=hole.extra_tokens,
         )
         prepared = prepare(self.engine, ask, hole.cancel, tree=hole.tree)
         return prepared.plan, prepared.context, prepared.requests
@@ -129,8 +131,10 @@ class LocalEngineClient:
                 raise Superseded from None  # superseded while it queued: no model call at all
             except SchedulerError as e:  # busy, deadline: the server logs it, no completion
                 raise RuntimeError(f"engine: {e}") from None
-        self.ledger.record(results, (time.perf_counter() - t0) * 1000, kind=plan.kind)
-        return Filled(results, plan.kind, plan.span, ctx.prefix_start, ctx.suffix_end)
+        files, n = (ctx.extra.files, len(ctx.extra.ids)) if ctx.extra is not None else ((), 0)
+        more = {"extra_files": list(files), "extra_tokens": n}
+        self.ledger.record(results, (time.perf_counter() - t0) * 1000, kind=plan.kind, **more)
+        return Filled(results, plan.kind, plan.span, ctx.prefix_start, ctx.suffix_end, files, n)
 
     async def _record_later(self, waits: list[asyncio.Future[InfillResult]], t0: float) -> None:
         """Record how a fill whose handler was cancelled ended (it stops at its next step)."""

@@ -65,6 +65,11 @@ class ContextOptions:
     prefix_tokens: int = 1024  # model tokens of context before the cursor
     suffix_tokens: int = 512
     max_document_chars: int = 2_000_000  # larger documents get no completions (and a log line)
+    # Chunks of other files of the workspace (crossfile.py) before the prefix, in a budget of
+    # model tokens of their own; the engine gives them at most what the model's positions
+    # leave beside the prefix, suffix and span.
+    cross_file: bool = True
+    cross_file_tokens: int = 512
 
 
 @dataclass(frozen=True)
@@ -219,6 +224,8 @@ _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("context", "prefix_tokens", "context.prefixTokens", _int_in(0, 32768)),
     ("context", "suffix_tokens", "context.suffixTokens", _int_in(0, 32768)),
     ("context", "max_document_chars", "context.maxDocumentChars", _int_in(1, 1 << 30)),
+    ("context", "cross_file", "context.crossFile", _bool),
+    ("context", "cross_file_tokens", "context.crossFileTokens", _int_in(0, 32768)),
     ("completion", "debounce_ms", "debounceMs", _debounce),
     ("completion", "candidates", "candidates", _int_in(1, 8)),
     ("completion", "languages", "languages", _languages),

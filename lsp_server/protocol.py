@@ -223,9 +223,13 @@ class Protocol(LanguageServerProtocol):
         return (yield from super().lsp_initialize(params))
 
     @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
-    def lsp_text_document__did_open(self, params: lsp.DidOpenTextDocumentParams) -> None:
+    def lsp_text_document__did_open(
+        self, params: lsp.DidOpenTextDocumentParams
+    ) -> Generator[Any, Any, None]:
         d = params.text_document
         self._server.documents.open(d.uri, d.language_id, d.version, d.text)
+        if (handler := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
 
     @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def lsp_text_document__did_close(

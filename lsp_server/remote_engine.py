@@ -189,6 +189,9 @@ class RemoteEngineClient:
         }
         if hole.end is not None:
             body["end"] = hole.end - lo
+        if hole.extra and hole.extra_tokens > 0:
+            body["extra"] = [{"path": p, "text": t} for p, t in hole.extra]
+            body["extraTokens"] = hole.extra_tokens
         t0 = time.perf_counter()
         try:
             (reply,) = await self._call(NATIVE, [body], hole.cancel)
@@ -205,11 +208,18 @@ class RemoteEngineClient:
         results = [_result(item) for item in items]
         plan, ctx = dict(reply.get("plan") or {}), dict(reply.get("context") or {})
         kind = str(plan.get("kind", ""))
-        more = {"queue_ms": items[0].get("queue_ms"), "batch_size": items[0].get("batch_size")}
+        files = tuple(str(f) for f in ctx.get("extra") or ())
+        n = int(ctx.get("extra_tokens", 0))
+        more = {
+            "queue_ms": items[0].get("queue_ms"),
+            "batch_size": items[0].get("batch_size"),
+            "extra_files": list(files),
+            "extra_tokens": n,
+        }
         self.ledger.record(results, (time.perf_counter() - t0) * 1000, kind=kind, **more)
         start = lo + int(ctx.get("start", hole.offset - lo))
         stop = lo + int(ctx.get("end", hole.after - lo))
-        return Filled(results, kind, int(plan.get("span", 0)), start, stop)
+        return Filled(results, kind, int(plan.get("span", 0)), start, stop, files, n)
 
     async def refine(self, job: Refinement) -> RefineResult:
         """The selection and, around it, the characters of a window (window.py; there is no

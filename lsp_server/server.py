@@ -19,6 +19,7 @@ from . import positions
 from .backend import NotReady
 from .commands import CommandError, fill_function_body, refine_selection, regenerate_selection
 from .completion import Ask
+from .crossfile import roots_of
 from .documents import Document, clean
 from .options import describe
 from .protocol import why
@@ -32,6 +33,7 @@ FILL_BODY = "dllm.fillFunctionBody"
 REFACTOR = "dllm.refactorSelection"
 REFINE = "dllm.refineSelection"
 STATUS = "dllm/status"
+CONTEXT = "dllm/context"  # a notification: text the editor offers as context (say, yanked)
 LOAD_WAIT_S = 120.0  # the longest an inline request is held while the model loads
 
 
@@ -43,6 +45,9 @@ def build_server() -> DllmServer:
     server.feature(lsp.INITIALIZED)(initialized)
     server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration)
     server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)(did_close)
+    server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)(did_open)
+    server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)(did_save)
+    server.feature(CONTEXT)(push_context)
     server.feature(lsp.TEXT_DOCUMENT_INLINE_COMPLETION, lsp.InlineCompletionOptions())(
         inline_completion
     )
@@ -74,6 +79,29 @@ def did_change_configuration(ls: DllmServer, params: lsp.DidChangeConfigurationP
 
 def did_close(ls: DllmServer, params: lsp.DidCloseTextDocumentParams) -> None:
     ls.completer.forget(params.text_document.uri)
+    ls.completer.crossfile.closed(params.text_document.uri)
+
+
+def did_open(ls: DllmServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    doc = ls.document(params.text_document.uri)
+    if doc is not None and ls.options.context.cross_file:
+        ls.completer.crossfile.roots = roots_of(ls.workspace)
+        ls.completer.crossfile.opened(doc.uri, doc.text)
+
+
+def did_save(ls: DllmServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    doc = ls.document(params.text_document.uri)
+    if doc is not None and ls.options.context.cross_file:
+        ls.completer.crossfile.saved(doc.uri, doc.text)
+
+
+def push_context(ls: DllmServer, params: Any) -> None:
+    """`dllm/context {text, uri?}`: text the editor offers as context for other documents'
+    completions (yanked, say); with `uri`, never for that document's own."""
+    text = _field(params, "text")
+    uri = _field(params, "uri")
+    if isinstance(text, str) and ls.options.context.cross_file:
+        ls.completer.crossfile.pushed(clean(text), uri if isinstance(uri, str) else None)
 
 
 async def inline_completion(
@@ -255,6 +283,7 @@ def status(ls: DllmServer, params: Any) -> dict[str, Any]:
         "typeahead_hits": ls.completer.typeahead.hits,
         "settings": describe(ls.options, nested=True),
         "documents": ls.documents.summary(),
+        "crossfile": ls.completer.crossfile.status(),
         "stats": ls.stats.summary(),
         "health": ls.stats.health(),
     }
@@ -263,6 +292,11 @@ def status(ls: DllmServer, params: Any) -> dict[str, Any]:
 def shutdown(ls: DllmServer, params: Any) -> None:
     ls.stats.flush()
     ls.stop_work()  # a reload still waiting for quiet settings never starts
+
+
+def _field(params: Any, name: str) -> Any:
+    """A field of a custom notification's params: a dict, or the object pygls made of it."""
+    return params.get(name) if isinstance(params, dict) else getattr(params, name, None)
 
 
 def _doc_and_selection(ls: DllmServer, args: tuple[Any, ...]) -> tuple[Document, tuple[int, int]]:

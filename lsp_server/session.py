@@ -23,6 +23,7 @@ from . import positions
 from .backend import Backend
 from .commands import Edit
 from .completion import Completer
+from .crossfile import edited_line
 from .documents import Document, Documents
 from .options import EngineOptions, Options, fit_model, parse_options
 from .protocol import CLIENT_ERRORS, Protocol
@@ -86,6 +87,10 @@ class DllmServer(LanguageServer):
     def change_document(self, params: Any) -> None:
         outcome = self.documents.change(params, self.encoding)
         uri = params.get("textDocument", {}).get("uri") if isinstance(params, dict) else None
+        doc = self.documents.get(uri) if outcome == "applied" and isinstance(uri, str) else None
+        line = edited_line(params) if self.options.context.cross_file else None
+        if doc is not None and line is not None:  # the lines around the edit: context elsewhere
+            self.completer.crossfile.edited(doc.uri, doc.text, line)
         if outcome == "out of sync":
             self.log(
                 f"{uri}: a change did not follow the protocol; the document is out of sync and "
