@@ -1,12 +1,15 @@
 """Inline completion: from a document and a cursor to the texts the editor shows as ghost text.
 
-Order of work, cheapest first: language and size checks, the typed-ahead cache, the debounce
+Order of work, cheapest first: language and size checks, then for automatic triggers the
+snooze (snooze.py) and the cursor inside a comment or string (cursor.py: nothing there), the
+typed-ahead cache, the debounce
 (automatic triggers only) with a staleness check after it, then the engine (backend.py): it
 plans the span (the hole's kind, span, stop rule and context budgets), cuts the context and
 fills the candidates, here or in the engine service; a newer request on the same document
 cancels an older one. Model output then goes through finish.py (the text
 steps, then the syntax check: nothing shown adds a syntax error), and is remembered for typing
-ahead.
+ahead. An automatic completion keeps to one line except where the planner saw an empty
+block or body (BODY_KINDS); an invoked one may run over several lines.
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ from infill_engine.scheduler import Priority
 
 from .backend import Backend, Superseded
 from .crossfile import ChunkStore
+from .cursor import in_comment_or_string
 from .debounce import AdaptiveDebounce
 from .engine_client import Hole
 from .finish import finish
 from .options import Options, decode_params
+from .postprocess import Indent
+from .snooze import Snooze
 from .syntax import Around
 from .typeahead import TypeaheadCache
 
@@ -36,6 +42,11 @@ class Ask:
     language_id: str
     invoked: bool  # the user asked explicitly (else: automatic, as they type)
     tree: Any | None = None  # the document's current tree-sitter tree, when it has a grammar
+    indent: Indent | None = None  # the editor's formatting options, when it sent them
+
+
+# Planned hole kinds (planner.kinds) where an automatic completion may run over several lines.
+BODY_KINDS = frozenset({"block_body", "function_body", "empty_body"})
 
 
 class Completer:
@@ -46,6 +57,7 @@ class Completer:
         self.debounce = AdaptiveDebounce()
         self._generation: dict[str, int] = {}
         self._inflight: dict[str, threading.Event] = {}
+        self.snooze = Snooze()
         self.crossfile = ChunkStore()  # other files' chunks (crossfile.py)
 
     def configure(self, opts: Options) -> None:
@@ -57,6 +69,10 @@ class Completer:
             return []
         if len(ask.text) > opts.context.max_document_chars:
             self.log(f"{ask.uri}: {len(ask.text)} chars is over the limit; no completion")
+            return []
+        if not ask.invoked and (
+            self.snooze.remaining_s() > 0 or in_comment_or_string(ask.tree, ask.text, ask.offset)
+        ):
             return []
         before, after = ask.text[: ask.offset], ask.text[ask.offset :]
         cached = self.typeahead.lookup(ask.uri, before, after)
@@ -127,7 +143,15 @@ class Completer:
         for r in results:
             if r.stop_reason == "cancelled":
                 return []
-            text = finish(r.text, prefix, suffix, ask.language_id, document=document)
+            text = finish(
+                r.text,
+                prefix,
+                suffix,
+                ask.language_id,
+                document=document,
+                one_line=not ask.invoked and filled.kind not in BODY_KINDS,
+                indent=ask.indent,
+            )
             if text and text not in out:
                 out.append(text)
         return out

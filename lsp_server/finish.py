@@ -5,7 +5,7 @@ document itself, so that nothing shown or applied adds a syntax error to the doc
 from __future__ import annotations
 
 from . import syntax
-from .postprocess import postprocess
+from .postprocess import Indent, postprocess
 
 
 def finish(
@@ -16,6 +16,8 @@ def finish(
     block_indent: str | None = None,
     *,
     document: syntax.Around | None = None,
+    one_line: bool = False,
+    indent: Indent | None = None,
 ) -> str | None:
     """The text to insert between prefix and suffix (the model's context), or None when nothing
     clean is left.
@@ -25,7 +27,9 @@ def finish(
     and a new error can hide in one it already has. Without a document, the context stands in
     for it.
     """
-    text = postprocess(raw, prefix, suffix, block_indent=block_indent)
+    text = postprocess(
+        raw, prefix, suffix, block_indent=block_indent, one_line=one_line, indent=indent
+    )
     if text is None:
         return None
     around = document if document is not None else syntax.Around(prefix, suffix)

@@ -5,10 +5,13 @@
 1. Line endings: the completion is worked on with "\\n" only and gets the document's ending
    ("\\r\\n" when that is the majority ending of prefix + suffix, else "\\n") back at the end.
 2. Mid-line fill: when the cursor line has non-blank text after the cursor, only the first line
-   of the completion is kept, since an infill inside a line must not insert new lines.
-3. Reindent from the model's indentation unit to the document's. This comes before step 4 so
-   that the completion is compared with the suffix in the suffix's own indentation.
-4. `drop_suffix_overlap`: text the model repeated from the start of the suffix is removed.
+   of the completion is kept, since an infill inside a line must not insert new lines. The
+   same for `one_line` (an automatic completion outside an empty block or body).
+3. Reindent from the model's indentation unit to the document's (`indent`, the editor's
+   formatting options, when given; else detected around the cursor). This comes before step 4
+   so that the completion is compared with the suffix in the suffix's own indentation.
+4. `drop_suffix_overlap`: text the model repeated from the start of the suffix is removed, and
+   then the closing brackets at its end that the suffix already closes (`drop_closed_brackets`).
 5. Trailing whitespace is dropped (`trim_trailing_blank`), except for the trailing spaces of a
    fill whose suffix goes on with a non-space character on the same line: there the space
    separates the fill from that character.
@@ -27,6 +30,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,19 @@ def detect_indent(text: str, default: Indent = _DEFAULT) -> Indent:
     return Indent(" ", _space_width(widths, fallback))
 
 
+def formatting_indent(options: Any) -> Indent | None:
+    """The unit an editor's LSP `FormattingOptions` ({"tabSize": 4, "insertSpaces": true})
+    give, or None when they are absent or malformed."""
+    if not isinstance(options, dict):
+        return None
+    size, spaces = options.get("tabSize"), options.get("insertSpaces")
+    if not isinstance(spaces, bool) or isinstance(size, bool) or not isinstance(size, int):
+        return None
+    if not spaces:
+        return Indent("\t", 1)
+    return Indent(" ", size) if 1 <= size <= _MAX_LEVEL else None
+
+
 def _reindent_line(line: str, source: Indent, target: Indent) -> str:
     body = line.lstrip(source.char)
     count = len(line) - len(body)
@@ -121,9 +138,41 @@ def _drop_repeated_tail(completion: str, suffix: str) -> str:
     # Longest first; a candidate tail must start with the suffix's first character.
     for start in range(max(0, len(completion) - len(suffix)), len(completion)):
         tail = completion[start:]
-        if completion[start] == suffix[0] and suffix.startswith(tail) and _overlap_counts(tail):
+        repeated = completion[start] == suffix[0] and suffix.startswith(tail)
+        if repeated and _overlap_counts(tail) and not _closes_own(completion[:start], tail):
             return completion[:start]
     return completion
+
+
+def _open_brackets(text: str) -> list[str]:
+    """The brackets text opens and leaves open, outside its quotes, innermost last."""
+    stack: list[str] = []
+    quote = ""
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[i - 1 : i] != "\\":
+                quote = ""
+        elif ch in _QUOTES:
+            quote = ch
+        elif ch in "([{":
+            stack.append(ch)
+        elif ch in _PAIRS and stack and stack[-1] == _PAIRS[ch]:
+            stack.pop()
+    return stack
+
+
+def _closes_own(head: str, tail: str) -> bool:
+    """Whether tail closes a bracket that head opened: `g(a)` before `)` keeps its `)`."""
+    own = len(_open_brackets(head))  # head's open brackets, innermost last
+    opened = 0  # the tail's own, still open
+    for ch in tail:
+        if ch in "([{":
+            opened += 1
+        elif ch in _PAIRS and opened:
+            opened -= 1
+        elif ch in _PAIRS:
+            return own > 0
+    return False
 
 
 def _first_nonblank_line(text: str) -> str | None:
@@ -154,6 +203,53 @@ def _drop_repeated_line(completion: str, suffix: str) -> str:
     return completion
 
 
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+_QUOTES = "\"'`"
+
+
+def _unmatched_closers(text: str) -> list[int]:
+    """Indices of the closing brackets in text that close a bracket opened before it (none
+    inside text's own quotes)."""
+    stack: list[str] = []
+    found: list[int] = []
+    quote = ""
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[i - 1 : i] != "\\":
+                quote = ""
+        elif ch in _QUOTES:
+            quote = ch
+        elif ch in "([{":
+            stack.append(ch)
+        elif ch in _PAIRS:
+            if stack and stack[-1] == _PAIRS[ch]:
+                stack.pop()
+            elif not stack:
+                found.append(i)
+    return found
+
+
+def drop_closed_brackets(completion: str, suffix: str) -> str:
+    """Remove the closing brackets at the end of the completion (with the whitespace among and
+    before them) that close brackets opened before the cursor, when the suffix, past its
+    whitespace, closes them already in the same order (`a,\\n  b)` before `\\n)`: `a,\\n  b`)."""
+    closers = _unmatched_closers(completion)
+    end = len(completion.rstrip())
+    run: list[int] = []
+    for i in reversed(closers):
+        if completion[i + 1 : end].strip(" \t\n") or i >= end:
+            break
+        run.insert(0, i)
+        end = i
+    if not run:
+        return completion
+    needed = "".join(completion[i] for i in run)
+    following = "".join(suffix[: len(needed) * 64].split())
+    if not following.startswith(needed):
+        return completion
+    return completion[:end].rstrip(" \t\n") if completion[:end].strip() else ""
+
+
 def drop_suffix_overlap(completion: str, suffix: str) -> str:
     """Remove what the model repeated from the start of the suffix.
 
@@ -163,7 +259,8 @@ def drop_suffix_overlap(completion: str, suffix: str) -> str:
     line on: the model has run into the code after the cursor. A line of closing brackets only
     counts when its indentation matches too. An overlap of whitespace alone is never cut.
     """
-    return _drop_repeated_line(_drop_repeated_tail(completion, suffix), suffix)
+    text = _drop_repeated_line(_drop_repeated_tail(completion, suffix), suffix)
+    return drop_closed_brackets(text, suffix)
 
 
 def trim_trailing_blank(completion: str) -> str:
@@ -216,6 +313,9 @@ def postprocess(
     suffix: str,
     model_indent: Indent | None = None,
     block_indent: str | None = None,
+    *,
+    one_line: bool = False,
+    indent: Indent | None = None,
 ) -> str | None:
     """The completion as the editor should insert it at the cursor, or None for nothing.
 
@@ -226,14 +326,18 @@ def postprocess(
 
     `block_indent` makes it a fill of whole lines (the editing commands): no mid-line rule, all
     trailing whitespace goes, and a non-empty `block_indent` is the first line's indentation.
+    `one_line` keeps the first line only. `indent`, the editor's formatting options for the
+    document, is its unit when given (else detected).
     """
     text = _lf(completion)
     block = block_indent is not None
-    if not block and _cursor_line_tail(suffix).strip():
+    if one_line or (not block and _cursor_line_tail(suffix).strip()):
         text = text.split("\n", 1)[0]
     source = _model_indent(text, prefix) if model_indent is None else model_indent
-    nearby = _lf(prefix[-_INDENT_WINDOW:] + suffix[:_INDENT_WINDOW])
-    text = reindent(text, source, detect_indent(nearby, default=source))
+    if indent is None:
+        nearby = _lf(prefix[-_INDENT_WINDOW:] + suffix[:_INDENT_WINDOW])
+        indent = detect_indent(nearby, default=source)
+    text = reindent(text, source, indent)
     lf_suffix = _lf(suffix)
     text = drop_suffix_overlap(text, lf_suffix)
     text = trim_trailing_blank(text) if block else _trim(text, lf_suffix)

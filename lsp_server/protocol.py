@@ -38,6 +38,7 @@ from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
 from . import positions
 from .documents import Documents
+from .postprocess import Indent, formatting_indent
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -104,6 +105,10 @@ class Protocol(LanguageServerProtocol):
     _server: Session  # type: ignore[assignment]
     _exiting = False  # after exit nothing more is written: the client has stopped reading
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.formatting: dict[str, Indent] = {}  # uri -> the editor's unit (_take_formatting)
+
     def structure_message(self, data: dict[str, Any]) -> Any:
         # json.loads' object_hook, called on every object bottom-up, nested ones too: keep them
         # all raw, so that handle_message sees the whole message and can answer what is wrong.
@@ -147,6 +152,8 @@ class Protocol(LanguageServerProtocol):
         ):
             self._reply_error(msg_id, JsonRpcInvalidParams(f"Invalid Params: {wrong}"))
             return
+        if method == lsp.TEXT_DOCUMENT_INLINE_COMPLETION:
+            self._take_formatting(data.get("params"))
         kind = self.get_message_type(method)
         if kind is None:  # ours (dllm/status) or unknown: params are optional and raw
             message: Any = JsonRPCRequestMessage(msg_id, method, "2.0", data.get("params"))
@@ -158,6 +165,20 @@ class Protocol(LanguageServerProtocol):
                 self._reply_error(msg_id, JsonRpcInvalidParams(f"Invalid Params: {why(e)}"))
                 return
         super().handle_message(message)
+
+    def _take_formatting(self, params: Any) -> None:
+        """An inline request may carry the editor's `formattingOptions` for the document (not
+        in LSP's InlineCompletionParams, so the converter drops them): kept per document, the
+        indentation of its items (postprocess.formatting_indent)."""
+        if not isinstance(params, dict) or "formattingOptions" not in params:
+            return
+        doc = params.get("textDocument")
+        uri = doc.get("uri") if isinstance(doc, dict) else None
+        indent = formatting_indent(params["formattingOptions"])
+        if isinstance(uri, str) and indent is not None:
+            self.formatting[uri] = indent
+        elif isinstance(uri, str):
+            self.formatting.pop(uri, None)
 
     def _notification(self, method: str, data: dict[str, Any]) -> None:
         if method == lsp.EXIT:

@@ -22,7 +22,7 @@ from .completion import Ask
 from .crossfile import roots_of
 from .documents import Document, clean
 from .options import describe
-from .protocol import why
+from .protocol import Protocol, why
 from .session import RELOAD_QUIET_S, VERSION, DllmServer
 from .telemetry import ACCEPT_COMMAND, DID_PARTIALLY_ACCEPT, DID_SHOW, command_id, item_id
 
@@ -32,6 +32,7 @@ log = logging.getLogger("dllm-infill-ls")
 FILL_BODY = "dllm.fillFunctionBody"
 REFACTOR = "dllm.refactorSelection"
 REFINE = "dllm.refineSelection"
+SNOOZE = "dllm.snooze"
 STATUS = "dllm/status"
 CONTEXT = "dllm/context"  # a notification: text the editor offers as context (say, yanked)
 LOAD_WAIT_S = 120.0  # the longest an inline request is held while the model loads
@@ -56,6 +57,7 @@ def build_server() -> DllmServer:
     server.command(FILL_BODY)(fill_body)
     server.command(REFACTOR)(refactor)
     server.command(REFINE)(refine)
+    server.command(SNOOZE)(snooze)
     server.feature(STATUS)(status)
     server.command(ACCEPT_COMMAND)(accepted)
     server.feature(DID_SHOW)(did_show)
@@ -114,7 +116,8 @@ async def inline_completion(
         return empty
     invoked = params.context.trigger_kind == lsp.InlineCompletionTriggerKind.Invoked
     started, cached = time.perf_counter(), ls.completer.typeahead.hits
-    ask = Ask(doc.uri, doc.text, offset, doc.language_id or "", invoked, doc.syntax_tree())
+    indent = ls.protocol.formatting.get(doc.uri) if isinstance(ls.protocol, Protocol) else None
+    ask = Ask(doc.uri, doc.text, offset, doc.language_id or "", invoked, doc.syntax_tree(), indent)
     version = doc.version
     try:
         texts = await ls.completer.complete(ask, ls.options)
@@ -276,6 +279,22 @@ async def refine(ls: DllmServer, *args: Any) -> dict[str, Any]:
     return await run_command(ls, "refine selection", work())
 
 
+def snooze(ls: DllmServer, *args: Any) -> dict[str, Any]:
+    """dllm.snooze [minutes]: no automatic suggestions for that long (0 wakes them up); an
+    invoked request still answers. Both editors' commands come here."""
+    minutes: Any = args[0] if args else None
+    try:
+        ls.completer.snooze.set(minutes)
+    except ValueError as e:
+        raise JsonRpcInvalidParams(f"Invalid Params: {e}") from None
+    left = ls.completer.snooze.remaining_s()
+    if left:
+        ls.tell(f"automatic suggestions snoozed for {minutes:g} min", lsp.MessageType.Info)
+    else:
+        ls.tell("automatic suggestions are back on", lsp.MessageType.Info)
+    return {"snoozed_s": left}
+
+
 def status(ls: DllmServer, params: Any) -> dict[str, Any]:
     return {
         **ls.backend.status(),
@@ -283,6 +302,7 @@ def status(ls: DllmServer, params: Any) -> dict[str, Any]:
         "typeahead_hits": ls.completer.typeahead.hits,
         "settings": describe(ls.options, nested=True),
         "documents": ls.documents.summary(),
+        "snoozed_s": ls.completer.snooze.remaining_s(),
         "crossfile": ls.completer.crossfile.status(),
         "stats": ls.stats.summary(),
         "health": ls.stats.health(),

@@ -218,7 +218,7 @@ class DllmServer(LanguageServer):
     async def apply(self, doc: Document, edit: Edit) -> dict[str, Any]:
         text = doc.text
         rng = lsp.Range(self.position(text, edit.start), self.position(text, edit.end))
-        one: lsp.TextEdit = lsp.TextEdit(range=rng, new_text=edit.text)
+        one: lsp.TextEdit | lsp.AnnotatedTextEdit = lsp.TextEdit(range=rng, new_text=edit.text)
         annotations = None
         if edit.confirm is not None:  # overwrites code: the editor asks the user first
             one = lsp.AnnotatedTextEdit(annotation_id=CONFIRM, range=rng, new_text=edit.text)

@@ -90,7 +90,9 @@ def test_drop_suffix_overlap_closing_bracket() -> None:
 
 def test_drop_suffix_overlap_takes_the_longest_tail() -> None:
     assert drop_suffix_overlap("a = f(x)\nreturn a", "\nreturn a\n") == "a = f(x)"
-    assert drop_suffix_overlap("call())", "))") == "call("
+    # not "call(": a tail that closes the completion's own bracket stays (f(g(call())) is
+    # whole; f(g(call()) was not)
+    assert drop_suffix_overlap("call())", "))") == "call()"
 
 
 def test_drop_suffix_overlap_keeps_a_single_letter_or_whitespace() -> None:
