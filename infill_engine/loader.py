@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +118,7 @@ def read_threshold(path: Path) -> float | None:
 def pick_family(config: dict[str, Any], qwen2_as_diffusion: bool = False) -> Family:
     model_type = config.get("model_type")
     for family in FAMILIES:
-        if model_type in family.model_types:
+        if family.matches(config):
             return family
     if model_type in QWEN2_DIFFUSION.model_types:
         if qwen2_as_diffusion:
@@ -127,7 +127,7 @@ def pick_family(config: dict[str, Any], qwen2_as_diffusion: bool = False) -> Fam
             "model_type 'qwen2' is an autoregressive layout; pass qwen2_as_diffusion=True "
             "(CLI: --qwen2-diffusion) if this checkpoint was trained as a diffusion model"
         )
-    known = sorted(t for f in FAMILIES for t in f.model_types)
+    known = sorted({t for f in FAMILIES for t in f.model_types})
     raise ModelLoadError(f"unknown model_type {model_type!r}; supported: {', '.join(known)}")
 
 
@@ -159,8 +159,12 @@ def load_weights(
 ) -> dict[str, Tensor]:
     """Read, rename and shape-check every tensor; returns a state dict for `model`."""
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    optional = set()
     if model.args.tie_embeddings:
-        expected.pop("lm_head.weight", None)
+        if family.stored_head_wins:
+            optional.add("lm_head.weight")  # used when stored; the embedding otherwise
+        else:
+            expected.pop("lm_head.weight", None)
     state: dict[str, Tensor] = {}
     ignored: list[str] = []
     for file in weight_files(path):
@@ -170,7 +174,7 @@ def load_weights(
             raise
         except Exception as e:  # safetensors raises its own error type for a corrupt file
             raise ModelLoadError(f"{file}: not a readable safetensors file ({e})") from e
-    missing = sorted(set(expected) - set(state))
+    missing = sorted(set(expected) - set(state) - optional)
     if missing:
         shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
         raise ModelLoadError(f"{path}: {len(missing)} weight(s) missing, e.g. {shown}")
@@ -297,6 +301,8 @@ def load_model_dir(
     with torch.device("meta"):
         skeleton = DiffusionTransformer(args)
     state = load_weights(path, family, skeleton, dtype)
+    if args.tie_embeddings and "lm_head.weight" in state:  # only under family.stored_head_wins
+        args = replace(args, tie_embeddings=False)
     tokenizer = load_tokenizer(path) if with_tokenizer else None
     mask_id, end_ids = special_ids(config, family, tokenizer, args.vocab_size)
     model_ = build_model(args, state, device)

@@ -1,5 +1,9 @@
 """The transformer all families share: RMSNorm, rotate-half RoPE, GQA attention, SwiGLU.
 
+Two options cover the newer layouts: `qk_norm` (an RMSNorm over each head's query and key before
+RoPE: Qwen3, CoDA, LLaDA-MoE) and `num_experts` (a routed mixture of SwiGLU experts in place of
+the dense MLP: LLaDA-MoE).
+
 Pure nn.Modules: no I/O, no scheduling, no decoding policy. A family module (dream.py, llada.py)
 turns its config.json into `ModelArgs` and supplies the table that maps its checkpoint names onto
 the parameter names used here.
@@ -36,6 +40,16 @@ class ModelArgs:
     # 1: the token at position i is scored from hidden state i-1 (Dream, an AR-initialised
     # layout); position 0 reads its own state. 0: position i reads state i (LLaDA).
     logits_shift: int
+    # Per-head RMSNorm (head_dim wide) on q and k before RoPE, as Qwen3 does; OLMoE's own
+    # q/k norm spans all heads at once and is a different function.
+    qk_norm: bool = False
+    # 0: one dense SwiGLU MLP per block. Otherwise each token's MLP output is the routed sum of
+    # `experts_per_token` of `num_experts` SwiGLU experts, each `intermediate_size` wide.
+    num_experts: int = 0
+    experts_per_token: int = 0
+    # True: the kept routing weights are rescaled to sum to 1; False: they stay softmax
+    # probabilities over all experts (LLaDA-MoE, OLMoE).
+    norm_topk_prob: bool = False
 
     def __post_init__(self) -> None:
         if self.num_heads % self.num_kv_heads:
@@ -47,6 +61,13 @@ class ModelArgs:
             raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
         if self.logits_shift not in (0, 1):
             raise ValueError(f"logits_shift must be 0 or 1, got {self.logits_shift}")
+        if self.num_experts < 0 or (
+            self.num_experts and not 1 <= self.experts_per_token <= self.num_experts
+        ):
+            raise ValueError(
+                f"experts_per_token must be in 1..num_experts, got {self.experts_per_token} "
+                f"of {self.num_experts}"
+            )
 
 
 class KVStore(Protocol):
@@ -99,13 +120,18 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(d, self.n_kv * hd, bias=args.qkv_bias)
         self.v_proj = nn.Linear(d, self.n_kv * hd, bias=args.qkv_bias)
         self.o_proj = nn.Linear(self.n_heads * hd, d, bias=False)
+        self.q_norm = RMSNorm(hd, args.rms_norm_eps) if args.qk_norm else None
+        self.k_norm = RMSNorm(hd, args.rms_norm_eps) if args.qk_norm else None
 
     def forward(
         self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None, store: KVStore | None
     ) -> Tensor:
         b, t, _ = x.shape
-        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim)
+        k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)  # over head_dim, per head
+        q, k = q.transpose(1, 2), k.transpose(1, 2)  # [B, H, T, D]
         v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)  # [B, H, T, D]
         # Stores receive keys *after* RoPE: a cached key is final for its absolute position.
@@ -128,13 +154,42 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+class MoE(nn.Module):
+    """Top-k routed SwiGLU experts (LLaDA-MoE, OLMoE and Qwen3-MoE routing).
+
+    The router (`gate`) scores every expert; softmax in fp32 over all of them; each token keeps
+    its `experts_per_token` most probable experts and sums their outputs weighted by those
+    probabilities (rescaled to sum to 1 only under `norm_topk_prob`). Experts run one after the
+    other on the rows routed to them, so a pass costs the active experts, not all of them.
+    """
+
+    def __init__(self, args: ModelArgs) -> None:
+        super().__init__()
+        self.top_k, self.renormalise = args.experts_per_token, args.norm_topk_prob
+        self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=False)
+        self.experts = nn.ModuleList(MLP(args) for _ in range(args.num_experts))
+
+    def forward(self, x: Tensor) -> Tensor:
+        flat = x.reshape(-1, x.shape[-1])  # [N, D], N = B*T
+        probs = F.softmax(self.gate(flat), dim=-1, dtype=torch.float32)  # [N, E]
+        weights, chosen = probs.topk(self.top_k, dim=-1)  # [N, k]
+        if self.renormalise:
+            weights = weights / weights.sum(-1, keepdim=True)
+        weights = weights.to(x.dtype)
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            rows, slot = torch.where(chosen == e)  # the tokens routed to e, and which of their k
+            out.index_add_(0, rows, expert(flat[rows]) * weights[rows, slot, None])
+        return out.view_as(x)
+
+
 class Block(nn.Module):
     def __init__(self, args: ModelArgs, layer: int) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.self_attn = Attention(args, layer)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
-        self.mlp = MLP(args)
+        self.mlp: nn.Module = MoE(args) if args.num_experts else MLP(args)
 
     def forward(
         self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None, store: KVStore | None

@@ -38,6 +38,17 @@ class Family:
     default_mask_id: int | None
     # End tokens beyond the config's eos/pad, e.g. LLaDA's <|eot_id|>.
     extra_end_ids: tuple[int, ...] = ()
+    # A further test on config.json where two layouts share a model_type (LLaDA-MoE's
+    # released config says "llada", like the dense LLaDA's).
+    accepts: Callable[[Mapping[str, Any]], bool] | None = None
+    # True: a stored lm_head.weight is used even when the config ties it to the embedding
+    # (CoDA's modeling code never ties, whatever tie_word_embeddings says).
+    stored_head_wins: bool = False
+
+    def matches(self, config: Mapping[str, Any]) -> bool:
+        if config.get("model_type") not in self.model_types:
+            return False
+        return self.accepts is None or self.accepts(config)
 
     def our_name(self, checkpoint_key: str) -> str | None:
         """Map a checkpoint tensor name to our parameter name; None = not ours (ignored)."""

@@ -11,13 +11,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from .coda import CODA
 from .common import ModelArgs
 from .dream import DREAM
 from .family import Family
 from .llada import LLADA
 
 # The architecture fields of the released config.json files (Dream-org/Dream-v0-Base-7B, whose
-# shape DiffuCoder-7B and Dream-Coder-7B share; GSAI-ML/LLaDA-8B-Base).
+# shape DiffuCoder-7B and Dream-Coder-7B share; GSAI-ML/LLaDA-8B-Base; Salesforce/CoDA-v0-Base,
+# the config.json its repository ships, which leaves tie_word_embeddings to its config class).
 SHAPES: dict[str, tuple[Family, dict[str, Any]]] = {
     "dream-7b": (
         DREAM,
@@ -54,6 +56,24 @@ SHAPES: dict[str, tuple[Family, dict[str, Any]]] = {
             "mask_token_id": 126336,
         },
     ),
+    "coda-1.7b": (
+        CODA,
+        {
+            "model_type": "CoDA",
+            "hidden_size": 2048,
+            "intermediate_size": 6144,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "vocab_size": 151936,
+            "rope_theta": 1000000,
+            "rms_norm_eps": 1e-06,
+            "max_position_embeddings": 40960,
+            "attention_bias": False,
+            "mask_token_id": 151669,
+        },
+    ),
 }
 
 
@@ -76,7 +96,10 @@ def parameter_count(args: ModelArgs) -> int:
     d, hd = args.hidden_size, args.head_dim
     q, kv = args.num_heads * hd, args.num_kv_heads * hd
     attn = d * (q + 2 * kv) + q * d + (q + 2 * kv if args.qkv_bias else 0)
+    attn += 2 * hd if args.qk_norm else 0
     mlp = 3 * d * args.intermediate_size
+    if args.num_experts:  # every expert is a full SwiGLU, plus the router
+        mlp = args.num_experts * mlp + d * args.num_experts
     per_layer = attn + mlp + 2 * d  # two RMSNorm weights
     embed = args.vocab_size * d
     head = 0 if args.tie_embeddings else args.vocab_size * d

@@ -19,7 +19,11 @@ from infill_engine.models.shapes import SHAPES, parameter_count, shape_args
 
 @pytest.mark.parametrize(
     ("name", "family", "billions", "layers", "kv_heads"),
-    [("dream-7b", "dream", 7.62, 28, 4), ("llada-8b", "llada", 8.02, 32, 32)],
+    [
+        ("dream-7b", "dream", 7.62, 28, 4),
+        ("llada-8b", "llada", 8.02, 32, 32),
+        ("coda-1.7b", "coda", 1.72, 28, 8),
+    ],
 )
 def test_shapes_parse_like_the_released_configs(
     name: str, family: str, billions: float, layers: int, kv_heads: int
@@ -41,7 +45,7 @@ def test_fewer_layers_keep_the_widths() -> None:
         shape_args("llada-8b", layers=33)
     with pytest.raises(ValueError, match="unknown shape 'gpt-2'"):
         shape_args("gpt-2")
-    assert sorted(SHAPES) == ["dream-7b", "llada-8b"]
+    assert sorted(SHAPES) == ["coda-1.7b", "dream-7b", "llada-8b"]
 
 
 def test_random_engine_decodes_with_the_base_tokenizer(dream_engine: Any) -> None:
