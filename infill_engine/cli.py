@@ -1,4 +1,4 @@
-"""`dllm-infill`: fill, bench, train and eval-infill from the command line."""
+"""`dllm-infill`: fill, bench, train, eval-infill and eval-crossfile from the command line."""
 
 from __future__ import annotations
 
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     plugins = _plugins()
     commands = ["fill", "bench", *sorted(plugins), "serve", "bench-serve", "bench-ray", "train",
-                "eval-infill"]  # fmt: skip
+                "eval-infill", "eval-crossfile"]  # fmt: skip
     if not argv or argv[0] not in commands:
         print(f"usage: dllm-infill {{{','.join(commands)}}} [--help]", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
@@ -259,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         from .lab.train import main as train_main
 
         return train_main(rest)
+    if cmd == "eval-crossfile":
+        from .lab.eval_crossfile import main as crossfile_main
+
+        return crossfile_main(rest)
     from .lab.evaluate import main as eval_main
 
     return eval_main(rest)

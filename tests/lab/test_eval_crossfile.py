@@ -1,0 +1,37 @@
+"""The cross-file evaluation's holes (lab/eval_crossfile.py), on a package written here: each
+hole's line uses a name a sibling module defines and the file itself does not, and the store is
+fed the lines around that definition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infill_engine.lab.corpus import is_held_out
+from infill_engine.lab.eval_crossfile import crossfile_holes
+
+SIBLING = "".join(f"# filler {i}\n" for i in range(100)) + "def frobnicate(x):\n    return x\n"
+USER = (
+    '"""A module of the package: long enough for the corpus (200 bytes or more)."""\n\n'
+    "from .helpers import frobnicate\n\n\ndef own(y):\n    return y\n\n\n"
+    "def main(items):\n    total = 0\n    total = own(total)\n"
+    "    return [frobnicate(i) for i in items]\n\n\nprint(main([1]))\n"
+)
+
+
+def test_holes_use_a_name_defined_in_a_sibling_module(tmp_path: Path) -> None:
+    # a name in the held-out split (corpus.is_held_out: sha1 of the path), one that is not
+    user = next(f"pkg/user_{i}.py" for i in range(1000) if is_held_out(f"pkg/user_{i}.py"))
+    helpers = next(
+        f"pkg/helpers_{i}.py" for i in range(1000) if not is_held_out(f"pkg/helpers_{i}.py")
+    )
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / user).write_text(USER)
+    (tmp_path / helpers).write_text(SIBLING)
+    holes = crossfile_holes(10, 0, root=tmp_path)
+    assert [h.line for h in holes] == ["    return [frobnicate(i) for i in items]\n"]
+    (hole,) = holes
+    assert hole.name == "frobnicate" and hole.home == helpers and hole.rel == user
+    uri, text, first, source = hole.chunks[0]
+    assert uri.endswith(helpers) and "def frobnicate(x):" in text and source == "edit"
+    assert first > 0 and text.count("\n") <= 64
+    assert hole.prefix + hole.line + hole.suffix == USER
