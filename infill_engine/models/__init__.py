@@ -5,8 +5,10 @@ from .common import DiffusionTransformer, KVStore, ModelArgs
 from .dream import DREAM, QWEN2_DIFFUSION
 from .family import Family
 from .llada import LLADA
+from .llada_moe import LLADA_MOE
 
-FAMILIES: tuple[Family, ...] = (DREAM, LLADA, CODA)
+# LLADA_MOE before LLADA: both read model_type "llada"; LLADA_MOE takes those with experts.
+FAMILIES: tuple[Family, ...] = (DREAM, LLADA_MOE, LLADA, CODA)
 """Families recognised from config.json alone. QWEN2_DIFFUSION is opt-in (see loader)."""
 
 __all__ = [
@@ -14,6 +16,7 @@ __all__ = [
     "DREAM",
     "FAMILIES",
     "LLADA",
+    "LLADA_MOE",
     "QWEN2_DIFFUSION",
     "DiffusionTransformer",
     "Family",

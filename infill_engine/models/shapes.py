@@ -16,10 +16,12 @@ from .common import ModelArgs
 from .dream import DREAM
 from .family import Family
 from .llada import LLADA
+from .llada_moe import LLADA_MOE
 
 # The architecture fields of the released config.json files (Dream-org/Dream-v0-Base-7B, whose
 # shape DiffuCoder-7B and Dream-Coder-7B share; GSAI-ML/LLaDA-8B-Base; Salesforce/CoDA-v0-Base,
-# the config.json its repository ships, which leaves tie_word_embeddings to its config class).
+# the config.json its repository ships, which leaves tie_word_embeddings to its config class;
+# inclusionAI/LLaDA-MoE-7B-A1B-Base, whose vocabulary is the Ling tokenizer's 157,184).
 SHAPES: dict[str, tuple[Family, dict[str, Any]]] = {
     "dream-7b": (
         DREAM,
@@ -72,6 +74,28 @@ SHAPES: dict[str, tuple[Family, dict[str, Any]]] = {
             "max_position_embeddings": 40960,
             "attention_bias": False,
             "mask_token_id": 151669,
+        },
+    ),
+    "llada-moe-7b": (
+        LLADA_MOE,
+        {
+            "model_type": "llada",
+            "hidden_size": 2048,
+            "num_hidden_layers": 16,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 16,
+            "dense_intermediate_size": 8192,
+            "expert_intermediate_size": 1024,
+            "num_experts": 64,
+            "num_experts_per_tok": 8,
+            "moe_layer_freq": [1] * 16,
+            "qk_layernorm": True,
+            "vocab_size": 157184,
+            "rope_theta": 50000,
+            "rms_norm_eps": 1e-05,
+            "max_position_embeddings": 8192,
+            "tie_word_embeddings": False,
+            "mask_token_id": 156895,
         },
     ),
 }

@@ -23,6 +23,7 @@ from infill_engine.models.shapes import SHAPES, parameter_count, shape_args
         ("dream-7b", "dream", 7.62, 28, 4),
         ("llada-8b", "llada", 8.02, 32, 32),
         ("coda-1.7b", "coda", 1.72, 28, 8),
+        ("llada-moe-7b", "llada-moe", 7.36, 16, 16),
     ],
 )
 def test_shapes_parse_like_the_released_configs(
@@ -45,7 +46,7 @@ def test_fewer_layers_keep_the_widths() -> None:
         shape_args("llada-8b", layers=33)
     with pytest.raises(ValueError, match="unknown shape 'gpt-2'"):
         shape_args("gpt-2")
-    assert sorted(SHAPES) == ["coda-1.7b", "dream-7b", "llada-8b"]
+    assert sorted(SHAPES) == ["coda-1.7b", "dream-7b", "llada-8b", "llada-moe-7b"]
 
 
 def test_random_engine_decodes_with_the_base_tokenizer(dream_engine: Any) -> None:
@@ -100,3 +101,21 @@ def test_bench_serve_shape_options_are_checked(capsys: pytest.CaptureFixture[str
     assert "--layers needs --shape" in capsys.readouterr().err
     assert main(["--shape", "dream-7b", "--layers", "0"]) == 2
     assert "layers must be in 1..28" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("name", "qk_norm", "experts"), [("coda-1.7b", True, 0), ("llada-moe-7b", True, 64)]
+)
+def test_new_shapes_build_at_reduced_layers(name: str, qk_norm: bool, experts: int) -> None:
+    fam, args, mask_id = shape_args(name, layers=2)
+    assert mask_id == fam.default_mask_id
+    assert args.num_layers == 2 and args.qk_norm is qk_norm and args.num_experts == experts
+    with torch.device("meta"):
+        model = DiffusionTransformer(args)
+    assert len(model.layers) == 2
+    assert parameter_count(args) == sum(p.numel() for p in model.parameters())
+    names = set(dict(model.named_parameters()))
+    assert "layers.1.self_attn.q_norm.weight" in names
+    assert ("layers.1.mlp.experts.63.down_proj.weight" in names) is bool(experts)
+    # every parameter has a checkpoint name that the family's renames map back onto it
+    assert all(fam.our_name(f"model.{n}") == n for n in names if n != "lm_head.weight")
