@@ -291,7 +291,78 @@ local function run()
     api.nvim_buf_set_lines(0, 0, -1, true, saved) -- the later steps see the same text as on 0.12
   end
 
-  -- :Dllm fill inside clamp(): the body after the docstring is rewritten.
+  -- An automatic request (as ghost text sends one) at the cursor: its items, and whether the
+  -- engine saw it (dllm/status's request count).
+  local function automatic_at(row, col)
+    api.nvim_win_set_cursor(0, { row, col })
+    local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+    params.context = { triggerKind = 2 }
+    -- the count once earlier requests (the fallback's cycling, say) have all reached the engine
+    local seen = status(client).requests
+    wait_for(10, function()
+      sleep(300)
+      local now = status(client).requests
+      local still = now == seen
+      seen = now
+      return still
+    end)
+    local items
+    dllm.request(client, 'textDocument/inlineCompletion', params, function(err, r)
+      items = err and { err } or (r and (r.items or r)) or {}
+    end, 0)
+    items = wait_for(60, function()
+      return items
+    end)
+    return items, status(client).requests - seen
+  end
+
+  -- At the end of a comment line: nothing, and the engine is never asked.
+  local saved = lines()
+  api.nvim_buf_set_lines(0, -1, -1, true, { '# the range is inclusive ' })
+  local comment_items, comment_calls = automatic_at(#lines(), #lines()[#lines()])
+  emit({
+    step = 'comment',
+    ok = comment_items ~= nil and #comment_items == 0 and comment_calls == 0,
+    items = comment_items,
+    engine_calls = comment_calls,
+  })
+  api.nvim_buf_set_lines(0, 0, -1, true, saved)
+
+  -- :Dllm snooze 5: automatic requests get nothing until :Dllm snooze 0.
+  dllm.last_command = nil
+  vim.cmd('Dllm snooze 5')
+  local snoozed = wait_for(10, function()
+    return dllm.last_command
+  end)
+  local body_row = 3
+  api.nvim_buf_set_lines(0, body_row - 1, body_row, true, { '    ' })
+  local quiet_items, quiet_calls = automatic_at(body_row, 4)
+  dllm.last_command = nil
+  vim.cmd('Dllm snooze 0')
+  local woken = wait_for(10, function()
+    return dllm.last_command
+  end)
+  local awake_items, awake_calls = automatic_at(body_row, 4)
+  emit({
+    step = 'snooze',
+    ok = snoozed ~= nil
+      and snoozed.result ~= nil
+      and snoozed.result.snoozed_s > 290
+      and quiet_items ~= nil
+      and #quiet_items == 0
+      and quiet_calls == 0
+      and woken ~= nil
+      and woken.result.snoozed_s == 0
+      and (awake_calls == 1 or #awake_items > 0), -- a typed-ahead answer needs no engine call
+    snoozed = snoozed and snoozed.result,
+    quiet = quiet_items,
+    awake = awake_items,
+  })
+  api.nvim_buf_set_lines(0, 0, -1, true, saved)
+
+  -- :Dllm fill inside clamp(), whose body is code (`return value`): the plugin asks first
+  -- (dllm.confirm, vim.fn.confirm by default); declined, nothing changes; confirmed, the body
+  -- after the docstring is rewritten.
   before = lines()
   local def
   for i, l in ipairs(before) do
@@ -299,8 +370,30 @@ local function run()
       def = i
     end
   end
+  local asked = {}
+  dllm.confirm = function(question)
+    table.insert(asked, question)
+    return #asked > 1 -- the first question is declined, the second confirmed
+  end
   api.nvim_win_set_cursor(0, { def + 2, 4 })
   tick = api.nvim_buf_get_changedtick(0)
+  dllm.last_command = nil
+  vim.cmd('Dllm fill')
+  local declined = wait_for(120, function()
+    return dllm.last_command
+  end)
+  emit({
+    step = 'fill_asks',
+    ok = declined ~= nil
+      and declined.result ~= nil
+      and declined.result.applied == false
+      and #asked == 1
+      and asked[1]:find('clamp()', 1, true) ~= nil
+      and api.nvim_buf_get_changedtick(0) == tick
+      and vim.deep_equal(lines(), before),
+    question = asked[1],
+    result = declined and declined.result,
+  })
   vim.cmd('Dllm fill')
   wait_for(120, function()
     return api.nvim_buf_get_changedtick(0) ~= tick
@@ -308,7 +401,8 @@ local function run()
   after = lines()
   emit({
     step = 'fill',
-    ok = not vim.deep_equal(after, before)
+    ok = #asked == 2
+      and not vim.deep_equal(after, before)
       and vim.deep_equal(vim.list_slice(after, 1, def + 1), vim.list_slice(before, 1, def + 1)),
     body = table.concat(vim.list_slice(after, def + 2, #after), '\n'),
   })

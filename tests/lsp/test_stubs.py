@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import grammars
 from lsp_server import stubs, syntax
 
 # (language, document, the body holds code); the cursor is just inside the function's body.
@@ -70,3 +71,11 @@ def test_only_code_outside_the_selection_needs_confirmation() -> None:
     commented = "def f(x):\n    y = x + 1\n    # done\n"
     sel = (commented.index("    y"), commented.index("    #"))
     assert not stubs.needs_confirmation(commented, sel[0], len(commented), "python", chosen=sel)
+
+
+@pytest.mark.parametrize("language", grammars.language_ids())
+def test_every_language_has_a_stubs_query(language: str) -> None:
+    query = grammars.query(language, "stubs")
+    assert query is not None
+    names = {query.capture_name(i) for i in range(query.capture_count)}
+    assert {n for n in names if not n.startswith("_")} == {"stub"}  # `_x`: predicates' own

@@ -92,6 +92,46 @@ local function command_missing(cmd)
   return cmd[1]
 end
 
+--- Asks the user before an edit that overwrites code (the server marks it with a change
+--- annotation that needs confirmation). Replace it to answer differently (tests do).
+function M.confirm(question)
+  return vim.fn.confirm(question, '&Replace\n&Cancel', 2) == 1
+end
+
+--- workspace/applyEdit for this client: Neovim's own handler applies every edit at once and
+--- has no confirmation UI for change annotations, so an edit whose annotation needs
+--- confirmation is shown (its label, description and new text) and applied only on Replace.
+local function apply_edit(_, params, ctx)
+  local client = assert(vim.lsp.get_client_by_id(ctx.client_id))
+  local edit = params.edit or {}
+  for _, note in pairs(edit.changeAnnotations or {}) do
+    if note.needsConfirmation then
+      local texts = {}
+      for _, change in ipairs(edit.documentChanges or {}) do
+        for _, e in ipairs(change.edits or {}) do
+          table.insert(texts, e.newText)
+        end
+      end
+      local question = ('%s\n%s\n\n%s'):format(
+        note.label or 'dllm',
+        note.description or '',
+        table.concat(texts, '\n')
+      )
+      M.last_confirm = question
+      if not M.confirm(question) then
+        return { applied = false, failureReason = 'not confirmed' }
+      end
+      break
+    end
+  end
+  local ok, err = pcall(vim.lsp.util.apply_workspace_edit, edit, client.offset_encoding)
+  return { applied = ok, failureReason = not ok and tostring(err) or nil }
+end
+
+local CAPABILITIES = {
+  workspace = { workspaceEdit = { documentChanges = true, changeAnnotationSupport = {} } },
+}
+
 local function register(cfg)
   local missing = command_missing(cfg.cmd)
   if missing then
@@ -111,6 +151,8 @@ local function register(cfg)
     root_markers = cfg.root_markers,
     init_options = cfg.init_options,
     settings = cfg.settings,
+    capabilities = CAPABILITIES,
+    handlers = { ['workspace/applyEdit'] = apply_edit },
   }
   if vim.lsp.config and vim.lsp.enable then
     vim.lsp.config(cfg.name, server)
@@ -126,6 +168,8 @@ local function register(cfg)
       root_dir = root,
       init_options = cfg.init_options,
       settings = cfg.settings,
+      capabilities = CAPABILITIES,
+      handlers = { ['workspace/applyEdit'] = apply_edit },
     }, { bufnr = buf })
   end
   vim.api.nvim_create_autocmd('FileType', {
@@ -349,6 +393,17 @@ local subcommands = {
       exec(client, 'dllm.refineSelection', { uri, range })
     end
   end,
+  snooze = function(_, rest)
+    -- :Dllm snooze [minutes]: no automatic suggestions for that long (15 by default; 0 wakes
+    -- them up). The server keeps the state, so every editor attached to it is snoozed alike.
+    local client = attached()
+    local minutes = rest == '' and 15 or tonumber(rest)
+    if not minutes then
+      vim.notify('dllm: usage: :Dllm snooze [minutes]', vim.log.levels.WARN)
+    elseif client then
+      exec(client, 'dllm.snooze', { minutes })
+    end
+  end,
   status = function()
     M.status(function(line)
       vim.notify(line, vim.log.levels.INFO)
@@ -360,7 +415,8 @@ local function dllm_command(opts)
   local sub, rest = opts.args:match('^%s*(%S*)%s*(.-)%s*$')
   local fn = subcommands[sub]
   if not fn then
-    local usage = 'dllm: usage: :Dllm fill | regenerate [instruction] | refine | status'
+    local usage =
+      'dllm: usage: :Dllm fill | regenerate [instruction] | refine | snooze [minutes] | status'
     vim.notify(usage, vim.log.levels.WARN)
     return
   end
@@ -378,14 +434,14 @@ function M.setup(opts)
   vim.api.nvim_create_user_command('Dllm', dllm_command, {
     nargs = '*',
     range = true,
-    desc = 'dllm-infill-ls: fill | regenerate [instruction] | refine | status',
+    desc = 'dllm-infill-ls: fill | regenerate [instruction] | refine | snooze [minutes] | status',
     complete = function(lead, line)
       if line:match('^%S*%s+%S+%s') then
         return {}
       end
       return vim.tbl_filter(function(s)
         return s:find(lead, 1, true) == 1
-      end, { 'fill', 'regenerate', 'refine', 'status' })
+      end, { 'fill', 'regenerate', 'refine', 'snooze', 'status' })
     end,
   })
 
