@@ -253,6 +253,80 @@ local function run()
     return api.nvim_get_mode().mode == 'n'
   end)
 
+  -- A word of a longer item, in a new function's body: counted as a partial accept (the word
+  -- above may have been the whole of its item, which is an accept).
+  local saved = lines()
+  local whole_word = word_ghost ~= nil and not word_ghost:find('[^%w_]')
+  -- A fill of two words or more (the builtin model writes short ones): a few places are tried.
+  local function splits(g)
+    return g ~= nil and (g:match('^[ \t]*[%w_]+[^%w_]') or g:match('^[ \t]*[^%w_%s]+[%w_%s]'))
+  end
+  local long
+  for _, head in ipairs({ 'def total(values):', '    result = [', '    for i in range(', '    x = ' }) do
+    api.nvim_buf_set_lines(0, 0, -1, true, vim.list_extend(vim.deepcopy(saved), { '', head }))
+    api.nvim_win_set_cursor(0, { #lines(), #head })
+    keys(head:sub(-1) == ':' and 'o    ' or 'a', 'n')
+    long = wait_for(20, function()
+      local g = ghost_text()
+      return splits(g) and g
+    end)
+    if long then
+      break
+    end
+    keys('<Esc>', 'n')
+    wait_for(5, function()
+      return api.nvim_get_mode().mode == 'n'
+    end)
+  end
+  if long then
+    tick = api.nvim_buf_get_changedtick(0)
+    keys('<M-l>', 'm')
+    wait_for(10, function()
+      return api.nvim_buf_get_changedtick(0) ~= tick
+    end)
+  end
+  emit({ step = 'accept_part', ok = long ~= nil, ghost = long, line = lines()[#lines()] })
+  keys('<Esc>', 'n')
+  wait_for(5, function()
+    return api.nvim_get_mode().mode == 'n'
+  end)
+  api.nvim_buf_set_lines(0, 0, -1, true, saved)
+
+  -- The counts read back through dllm/status: one item accepted whole, one a word of it, each
+  -- shown item counted once (a repeated report of one changes nothing); Neovim 0.12's own ghost
+  -- text reports no shows, so there the server counts the two items it heard of.
+  local sent = require('dllm.stats').sent
+  local function totals()
+    local s = status(client)
+    return s and s.stats and s.stats.total or {}
+  end
+  local partial = (word_ghost and not whole_word and 1 or 0) + 1
+  local accepted = 1 + (whole_word and 1 or 0)
+  local counts = wait_for(10, function()
+    local t = totals()
+    return t.accepted == accepted and t.partial == partial and t
+  end) or totals()
+  local item = require('dllm.stats').last_shown
+  if item then -- one more show of an item already counted
+    local again = { insertText = item.insertText, command = item.command }
+    client:notify('textDocument/didShowCompletion', { item = again })
+    client:notify('textDocument/didShowCompletion', { item = again })
+  end
+  sleep(300)
+  local recount = totals()
+  local native = dllm.inline_mode() == 'native'
+  emit({
+    step = 'counts',
+    ok = counts.accepted == accepted
+      and counts.partial == partial
+      and (native and counts.shown == accepted + partial or (not native and counts.shown == sent.shown))
+      and counts.shown >= accepted + partial
+      and (native or (item ~= nil and recount.shown == counts.shown)),
+    counts = counts,
+    sent = sent,
+    recount = recount,
+  })
+
   -- <M-]>: the fallback asks for several candidates (an invoked request) and cycles them.
   if dllm.inline_mode() == 'fallback' then
     local ghost = require('dllm.ghost')

@@ -16,7 +16,8 @@ M.ns = ns
 M.config = { debounce_ms = 150, name = 'dllm' }
 
 --- Per buffer: { timer, client_id, request_id, items = { fill strings }, index, row, col, tick,
---- keep = { row, col, tick } (the state a partial accept leaves, which must not clear the ghost) }
+--- keep = { row, col, tick } (the state a partial accept leaves, which must not clear the ghost),
+--- raw = { the server's item of each fill }, taken = characters of it accepted so far }
 local state = {}
 
 local function buf_state(buf)
@@ -51,7 +52,7 @@ function M.clear(buf)
   buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
   local s = buf_state(buf)
   cancel(s)
-  s.items, s.index, s.keep = nil, nil, nil
+  s.items, s.index, s.keep, s.raw, s.taken = nil, nil, nil, nil, nil
   if api.nvim_buf_is_valid(buf) then
     api.nvim_buf_clear_namespace(buf, ns, 0, -1)
   end
@@ -99,6 +100,7 @@ local function draw(buf)
     virt_lines = #virt_lines > 0 and virt_lines or nil,
     hl_mode = 'combine',
   })
+  require('dllm.stats').shown(vim.lsp.get_client_by_id(s.client_id or -1), s.raw and s.raw[s.index])
 end
 
 --- The fill of an item: insertText without the rest of the line it replaces.
@@ -133,7 +135,7 @@ local function on_result(buf, row, col, tick, client, err, result)
   end
   local line = api.nvim_buf_get_lines(buf, row, row + 1, true)[1]
   local rest = line:sub(col + 1)
-  local fills, seen = {}, {}
+  local fills, raw, seen = {}, {}, {}
   for _, item in ipairs(result.items or result) do
     local start = item.range and item.range.start
     local at_cursor = not start
@@ -145,12 +147,13 @@ local function on_result(buf, row, col, tick, client, err, result)
     if fill and not seen[fill] then
       seen[fill] = true
       table.insert(fills, fill)
+      table.insert(raw, item)
     end
   end
   if #fills == 0 then
     return
   end
-  s.items, s.index, s.row, s.col = fills, 1, row, col
+  s.items, s.index, s.row, s.col, s.raw, s.client_id = fills, 1, row, col, raw, client.id
   draw(buf)
 end
 
@@ -229,13 +232,20 @@ function M.accept(kind)
   end
   local part = part_of(fill, kind or 'all')
   local row, col = s.row, s.col
+  local raw, taken = s.raw and s.raw[s.index], (s.taken or 0) + vim.fn.strchars(part)
+  local client = vim.lsp.get_client_by_id(s.client_id or -1)
   M.clear(buf)
   local end_row, end_col = insert_at(buf, row, col, part)
   local left = fill:sub(#part + 1)
+  local stats = require('dllm.stats')
   if left ~= '' then
     s.items, s.index, s.row, s.col = { left }, 1, end_row, end_col
+    s.raw, s.taken = { raw }, taken
     s.keep = { row = end_row, col = end_col, tick = api.nvim_buf_get_changedtick(buf) }
+    stats.partially_accepted(client, raw, taken)
     draw(buf)
+  else
+    stats.accepted(client, raw) -- the whole item is in, at once or piece by piece
   end
   return true
 end
@@ -247,7 +257,12 @@ function M.apply_native(item, kind)
   local line = api.nvim_buf_get_lines(buf, row, row + 1, true)[1]
   local fill = fill_of({ insertText = item.insert_text }, line:sub(col + 1))
   if fill then
-    insert_at(buf, row, col, part_of(fill, kind))
+    local part = part_of(fill, kind)
+    insert_at(buf, row, col, part)
+    -- Neovim's own ghost text tells no one what it shows: the partial accept is the first
+    -- report of the item (the server then counts it shown as well).
+    local client = vim.lsp.get_client_by_id(item.client_id or -1)
+    require('dllm.stats').partially_accepted(client, item, vim.fn.strchars(part))
   end
 end
 

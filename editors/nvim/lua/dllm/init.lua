@@ -325,7 +325,8 @@ local function selection_range(client, opts)
   return uri, { start = { line = first - 1, character = 0 }, ['end'] = stop }
 end
 
---- One line from a dllm/status result: `dllm: ready · builtin on cpu · 12 requests · τ 0.5`.
+--- One line from a dllm/status result: `dllm: ready · builtin on cpu · 12 requests · τ 0.5 ·
+--- 3 shown · 1 accepted (33%) · 0 partial · p50 420 ms` (then `slow: ...` or `failing: ...`).
 function M.format_status(s)
   local parts = { 'dllm: ' .. tostring(s.state) }
   if s.state == 'failed' and s.error then
@@ -349,6 +350,7 @@ function M.format_status(s)
   if tau ~= nil and tau ~= vim.NIL then
     table.insert(parts, ('τ %g'):format(tau))
   end
+  vim.list_extend(parts, require('dllm.stats').parts(s)) -- counts, and a slow or failing backend
   return table.concat(parts, ' · ')
 end
 
