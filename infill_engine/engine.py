@@ -59,7 +59,8 @@ class Engine:
         self.threshold = threshold_or_default(threshold)
         self.args = model.args
         self.expand_id, self.delete_id = expand_id, delete_id
-        controls = [i for i in (expand_id, delete_id) if i is not None]
+        # DreamOn-v0 deletes with its end token, which must stay committable as an end
+        controls = [i for i in (expand_id, delete_id) if i is not None and i not in self.end_ids]
         self.reserved_ids = tuple(dict.fromkeys([*reserved_ids, *controls]))
         self.runner = BlockRunner(
             model, mask_id, self.end_ids, self.reserved_ids, expand_id, delete_id

@@ -260,16 +260,27 @@ def special_ids(
 CONTROL_TOKENS = (("expand_token_id", "<|expand|>"), ("delete_token_id", "<|delete|>"))
 
 
-def control_ids(config: dict[str, Any], tokenizer: Any | None, vocab: int) -> list[int | None]:
+def control_ids(
+    config: dict[str, Any], tokenizer: Any | None, vocab: int, end_ids: tuple[int, ...]
+) -> list[int | None]:
     """DreamOn's expand and delete ids: config.json's `expand_token_id` / `delete_token_id`,
     else the tokenizer's `<|expand|>` / `<|delete|>` tokens. An id outside the vocabulary is
-    dropped."""
+    dropped.
+
+    A directory with an expand token and no delete token follows DreamOn-v0's own convention:
+    its tokenizer has `<|expand|>` (151667) and no delete token, and its generator deletes an
+    end token committed inside the middle (`delete_eos_token`). There the delete id is the
+    tokenizer's eos (else the config's first end id), which stays an end token for requests that
+    do not ask for variable-length decoding."""
     out: list[int | None] = []
     for key, token in CONTROL_TOKENS:
         i = config.get(key)
         if not isinstance(i, int) and tokenizer is not None:
             i = tokenizer.get_vocab().get(token)
         out.append(int(i) if isinstance(i, int) and 0 <= i < vocab else None)
+    if out[0] is not None and out[1] is None and end_ids:
+        eos = getattr(tokenizer, "eos_token_id", None)
+        out[1] = int(eos) if isinstance(eos, int) and eos in end_ids else end_ids[0]
     return out
 
 
@@ -314,5 +325,5 @@ def load_model_dir(
         end_ids,
         path,
         read_threshold(path),
-        *control_ids(config, tokenizer, args.vocab_size),
+        *control_ids(config, tokenizer, args.vocab_size, end_ids),
     )

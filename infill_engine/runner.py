@@ -196,6 +196,11 @@ class BlockRunner:
 
     def _apply_edits(self, row: Row) -> None:
         """DreamOn: each committed expand becomes two masks, each committed delete goes away."""
+        if row.edits >= 2 * row.max_span:
+            # Past the churn bound the row keeps its length. Expand and a reserved delete are
+            # banned by then; a delete that is also an end token (DreamOn-v0's) now ends the
+            # span, or deleting and growing a still-open construct would trade places forever.
+            return
         lo, hi = row.block_start, row.block_end
         controls = [i for i in (self.expand_id, self.delete_id) if i is not None]
         block = row.canvas[lo:hi]
