@@ -11,6 +11,7 @@ const SECTION = 'dllm';
 const FILL = 'dllm.fillFunctionBody';
 const REFACTOR = 'dllm.refactorSelection';
 const REFINE = 'dllm.refineSelection';
+const SNOOZE = 'dllm.snooze';
 const SHOW_STATUS = 'dllm.showStatus';
 // Settings that the client itself uses: the process to start and the document selector.
 const RESTART_ON = ['dllm.serverPath', 'dllm.languages'];
@@ -84,6 +85,9 @@ function createClient() {
  * itself with workspace/applyEdit and reports failures with window/showMessage.
  */
 async function withEditorArguments(c, command, args, next) {
+  if (command === SNOOZE) {
+    return args.length > 0 ? next(command, args) : snoozeMinutes(command, next);
+  }
   const known = command === FILL || command === REFACTOR || command === REFINE;
   if (!known || (args.length > 0 && typeof args[0] === 'string')) {
     return next(command, args);
@@ -122,6 +126,27 @@ async function withEditorArguments(c, command, args, next) {
     }
   }
   return next(command, commandArgs);
+}
+
+/**
+ * dLLM: Snooze suggestions from the palette: asks for minutes (15 by default, 0 wakes them up).
+ * The server keeps the snooze and says so with window/showMessage.
+ */
+async function snoozeMinutes(command, next) {
+  const answer = await vscode.window.showInputBox({
+    title: 'dLLM: Snooze suggestions',
+    prompt: 'Minutes without automatic suggestions (0 turns them back on)',
+    value: '15',
+    ignoreFocusOut: true,
+    validateInput: (text) =>
+      /^\s*\d+(\.\d+)?\s*$/.test(text) && Number(text) <= 1440
+        ? undefined
+        : 'a number of minutes, 0 to 1440',
+  });
+  if (answer === undefined) {
+    return undefined; // Escape cancels
+  }
+  return next(command, [Number(answer)]);
 }
 
 /** Stops a client that got as far as running; stop() throws in any other state. */
