@@ -6,6 +6,7 @@
 const vscode = require('vscode');
 const { LanguageClient, DidChangeConfigurationNotification } = require('vscode-languageclient/node');
 const { documentSelector, withoutKeys, findExecutable, statusLine, statusSummary } = require('./lib');
+const { reportInlineEvents } = require('./reports');
 
 const SECTION = 'dllm';
 const FILL = 'dllm.fillFunctionBody';
@@ -73,6 +74,7 @@ function createClient() {
     },
   };
   self = new LanguageClient('dllm-infill', 'dLLM Infill', serverOptions, clientOptions);
+  reportInlineEvents(self); // shown and partly accepted items, for the server's counts
   return self;
 }
 
@@ -198,7 +200,11 @@ function showStatus(status, error) {
   statusItem.text = line.text;
   statusItem.tooltip = line.tooltip;
   statusItem.backgroundColor =
-    line.state === 'failed' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
+    line.state === 'failed'
+      ? new vscode.ThemeColor('statusBarItem.errorBackground')
+      : line.health === 'slow' || line.health === 'failing'
+        ? new vscode.ThemeColor('statusBarItem.warningBackground')
+        : undefined;
   statusItem.show();
 }
 

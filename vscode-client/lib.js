@@ -54,6 +54,53 @@ function findExecutable(command, env = process.env, platform = process.platform)
   return undefined;
 }
 
+/**
+ * An inline completion item as the server sent it, for the reports that name it: its text and
+ * its accept command (whose arguments carry the item's id); undefined without that command.
+ */
+function wireItem(item) {
+  const command = item && item.command;
+  if (!command || command.command !== 'dllm.accepted' || !Array.isArray(command.arguments)) {
+    return undefined;
+  }
+  const text = typeof item.insertText === 'string' ? item.insertText : (item.insertText || {}).value;
+  return {
+    insertText: text,
+    command: { title: command.title, command: command.command, arguments: command.arguments },
+  };
+}
+
+/** The accepted length VS Code reports: a number, or {kind, acceptedLength}; 0 if neither. */
+function acceptedLength(info) {
+  const n = typeof info === 'number' ? info : info && info.acceptedLength;
+  return Number.isInteger(n) && n > 0 ? n : 0;
+}
+
+/**
+ * The counts and the backend's health of a `dllm/status` result, as parts of a line:
+ * ['3 shown', '1 accepted (33%)', '1 partial', 'p50 420 ms', 'slow: median ...'].
+ */
+function statsParts(status) {
+  const parts = [];
+  const stats = (status && status.stats) || {};
+  const total = stats.total;
+  if (stats.enabled === false) {
+    parts.push('counting off');
+  } else if (total) {
+    const rate = total.acceptance_rate == null ? '' : ` (${Math.round(100 * total.acceptance_rate)}%)`;
+    parts.push(`${total.shown || 0} shown`, `${total.accepted || 0} accepted${rate}`);
+    parts.push(`${total.partial || 0} partial`);
+    if (total.p50_ms != null) {
+      parts.push(`p50 ${Math.round(total.p50_ms)} ms`);
+    }
+  }
+  const health = (status && status.health) || {};
+  if (health.state === 'slow' || health.state === 'failing') {
+    parts.push(`${health.state}: ${health.reason}`);
+  }
+  return parts;
+}
+
 /** The status bar text and tooltip for a `dllm/status` result (or an error string). */
 function statusLine(status, error) {
   if (error) {
@@ -62,10 +109,17 @@ function statusLine(status, error) {
   const state = status && status.state;
   if (state === 'ready') {
     const tau = status.model_threshold == null ? '' : ` · τ ${status.model_threshold}`;
+    const counts = statsParts(status).map((part) => ` · ${part}`).join('');
+    const health = (status.health || {}).state;
+    // A slow or failing backend keeps the item's place, with a warning sign instead of the check.
+    const icon = health === 'slow' ? '$(watch)' : health === 'failing' ? '$(warning)' : '$(check)';
     return {
-      text: '$(check) dLLM',
-      tooltip: `dLLM ready: ${status.model} on ${status.device}${tau} · ${status.requests} requests`,
+      text: `${icon} dLLM`,
+      tooltip:
+        `dLLM ready: ${status.model} on ${status.device}${tau} · ${status.requests} requests` +
+        counts,
       state,
+      health,
     };
   }
   if (state === 'failed') {
@@ -84,10 +138,20 @@ function statusSummary(status) {
     parts.push(`τ ${status.model_threshold}`);
   }
   parts.push(`${status.requests} requests`, `${status.model_calls} model calls`);
+  parts.push(...statsParts(status));
   if (status.error) {
     parts.push(status.error);
   }
   return parts.join(' · ');
 }
 
-module.exports = { documentSelector, withoutKeys, findExecutable, statusLine, statusSummary };
+module.exports = {
+  documentSelector,
+  withoutKeys,
+  findExecutable,
+  statusLine,
+  statusSummary,
+  wireItem,
+  acceptedLength,
+  statsParts,
+};

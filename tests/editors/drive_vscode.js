@@ -267,6 +267,55 @@ async function run(page) {
   });
   await page.keyboard.press('Escape');
 
+  // Ctrl+Right takes the next word of a suggestion of two words or more (the builtin model
+  // writes short ones, so a few places are tried): VS Code reports a partial accept.
+  const splits = (text) => /^[ \t]*(\w+\W|[^\w\s]+[\w\s])/.test(text);
+  const revert = async () => {
+    await page.keyboard.press('Escape');
+    await runCommand(page, 'File: Revert File'); // back to the text on disk (the Tab above)
+    await until(5000, async () => !(await page.$('.tabs-container .tab.active.dirty')));
+  };
+  let part;
+  for (const head of ['result = [', 'for i in range(', 'x = ']) {
+    await chord(page, ['Control'], 'End'); // the end of the document
+    await page.keyboard.press('Enter');
+    await page.keyboard.type(head);
+    const text = await until(20000, async () => {
+      const g = await ghostText(page);
+      return splits(g) && g;
+    });
+    if (text) {
+      await chord(page, ['Control'], 'ArrowRight');
+      const taken = await until(5000, async () => {
+        const rest = await ghostText(page);
+        return rest !== text && rest;
+      });
+      part = { head, ghost: text, rest: taken };
+    }
+    await revert();
+    if (part) {
+      break;
+    }
+  }
+  emit({ step: 'partial', ok: part !== undefined && part.rest !== undefined, ...part });
+
+  // The counts, read back through dllm/status (Show Status): the Tab above accepted one item
+  // whole, Ctrl+Right a part of another; each counted once.
+  await runCommand(page, 'dLLM: Show Status');
+  const countsLine = await until(15000, async () =>
+    (await toasts(page)).find((m) => m.startsWith('dLLM: ') && m.includes(' shown'))
+  );
+  const count = (name) => Number(((countsLine || '').match(new RegExp(`(\\d+) ${name}`)) || [])[1]);
+  emit({
+    step: 'counts',
+    ok:
+      countsLine !== undefined &&
+      count('accepted') === 1 &&
+      count('partial') === 1 &&
+      count('shown') >= 2,
+    line: countsLine,
+  });
+
   // The palette lists the extension's commands.
   const rows = await palette(page, 'dLLM');
   await page.keyboard.press('Escape');

@@ -126,7 +126,7 @@ def test_plugin_in_neovim(nvim: Neovim, tmp_path: Path, capsys: pytest.CaptureFi
     if by_step["setup"]["mode"] == "fallback":
         assert "cycle" in by_step, steps
     assert by_step["missing_cmd_warns"]["ok"]
-    assert " shown · " in by_step["status"]["line"], by_step["status"]  # the counts, in :Dllm status
+    assert " shown · " in by_step["status"]["line"], by_step["status"]  # :Dllm status has counts
     with capsys.disabled():
         print(
             f"\nNeovim {by_step['version']['version']} ({by_step['setup']['mode']} ghost text): "

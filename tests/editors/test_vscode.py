@@ -54,6 +54,8 @@ STEPS = [
     "ready",
     "ghost",
     "accept",
+    "partial",
+    "counts",
     "commands",
     "fill",
     "show_status",
@@ -231,6 +233,9 @@ def test_extension_in_code_server(tmp_path: Path, capsys: pytest.CaptureFixture[
                 "--disable-update-check",
                 "--disable-workspace-trust",
                 "--disable-getting-started-override",
+                # the show and partial-accept reports (reports.js) use an API proposal
+                "--enable-proposed-api",
+                "dllm-infill.dllm-infill",
                 "--ignore-last-opened",
                 str(workspace),
             ],
