@@ -218,6 +218,13 @@ async function run(page) {
     return;
   }
 
+  // Drops what a step typed: File: Revert File, back to the text on disk, and clean.
+  const undoAll = async () => {
+    await page.keyboard.press('Escape');
+    await runCommand(page, 'File: Revert File');
+    await until(5000, async () => !(await page.$('.tabs-container .tab.active.dirty')));
+  };
+
   // Ghost text at the blank line inside mean()'s body, after typed indentation.
   let before = readFile();
   const lines = before.split('\n');
@@ -323,6 +330,7 @@ async function run(page) {
     'dLLM: Fill function body',
     'dLLM: Regenerate selection',
     'dLLM: Refine selection',
+    'dLLM: Snooze suggestions',
     'dLLM: Show Status',
   ];
   emit({
@@ -331,11 +339,68 @@ async function run(page) {
     rows,
   });
 
-  // dLLM: Fill function body with the cursor in clamp()'s body: the server's edit lands.
+  // dLLM: Fill function body with the cursor in clamp()'s body, which is code (`return value`):
+  // the edit needs confirmation, so VS Code opens the refactor preview and the document stays
+  // as it is until Apply Refactoring; then the server's edit lands.
   before = readFile();
   const defLine = before.split('\n').findIndex((l) => l.startsWith('def clamp')) + 1;
   await goTo(page, `${defLine + 2}:5`);
   await runCommand(page, 'dLLM: Fill function body');
+  const preview = await until(120000, () =>
+    page.evaluate(() => /refactor preview/i.test(document.body.innerText))
+  );
+  await sleep(1000);
+  const previewShot = await screenshot(page, 'vscode-fill-preview.png');
+  const dirty = await page.$('.tabs-container .tab.dirty[aria-label*="sample.py"]');
+  const unchanged = readFile() === before && !dirty;
+  emit({
+    step: 'fill_asks',
+    ok: preview !== undefined && unchanged,
+    preview: preview !== undefined,
+    unchanged,
+    toasts: await toasts(page),
+    screenshot: previewShot,
+  });
+  // The preview lists the change unchecked (it needs confirmation): check it, then Apply.
+  // The visible checkboxes of the preview's rows (the file, then its change), by position.
+  const boxes = () =>
+    page.evaluate(() =>
+      [...document.querySelectorAll('.part.panel .monaco-list-row')]
+        .map((row) => row.querySelector('.monaco-checkbox, [role="checkbox"]'))
+        .filter((b) => b && b.getBoundingClientRect().width > 0)
+        .map((b) => {
+          const r = b.getBoundingClientRect();
+          const on = b.getAttribute('aria-checked') === 'true' || b.classList.contains('checked');
+          return { x: r.x + r.width / 2, y: r.y + r.height / 2, on };
+        })
+    );
+  const listed = await boxes();
+  if (listed.length > 0 && !listed[0].on) {
+    await page.mouse.click(listed[0].x, listed[0].y); // the file's box checks its changes
+    await sleep(500);
+  }
+  for (const b of (await boxes()).filter((box) => !box.on)) {
+    await page.mouse.click(b.x, b.y);
+    await sleep(300);
+  }
+  const checked = (await boxes()).map((b) => b.on);
+  const buttons = await page.$$('.part.panel .monaco-button');
+  let apply;
+  for (const b of buttons) {
+    if ((await b.evaluate((e) => e.textContent.trim())) === 'Apply') {
+      apply = b;
+    }
+  }
+  if (!apply) {
+    throw new Error('the refactor preview has no Apply button');
+  }
+  await apply.click();
+  const closed = await until(10000, () =>
+    page.evaluate(() => !/refactor preview/i.test(document.body.innerText))
+  );
+  await screenshot(page, 'vscode-fill-applied.png');
+  emit({ step: 'fill_confirm', ok: true, checked, preview_closed: closed !== undefined });
+  await goTo(page, `${defLine}`); // back in sample.py's editor, for saving
   const filled = await saveUntilChanged(page, before, 120000);
   const fillShot = await screenshot(page, 'vscode-fill.png');
   const beforeLines = before.split('\n');
@@ -359,6 +424,45 @@ async function run(page) {
     step: 'show_status',
     ok: statusLine !== undefined && statusLine.startsWith('dLLM: ready'),
     line: statusLine,
+  });
+
+  // No ghost text in a comment, none while snoozed (the last steps on the document: the text
+  // typed here stays unsaved).
+  const quietMs = Number(process.env.DLLM_QUIET_WAIT || 8) * 1000;
+  const noGhostFor = async (ms) =>
+    (await until(ms, async () => (await ghostText(page)).trim())) === undefined;
+  await goTo(page, '2');
+  await page.keyboard.press('End');
+  await page.keyboard.press('Enter');
+  await page.keyboard.type('# the mean of an empty list is an error ');
+  const commentQuiet = await noGhostFor(quietMs);
+  const commentGhost = await ghostText(page);
+  await page.keyboard.press('Escape');
+  emit({ step: 'comment', ok: commentQuiet, ghost: commentGhost });
+
+  // dLLM: Snooze suggestions (5 minutes): no ghost text at a fresh line of mean()'s body, where
+  // the ghost step had some; 0 turns suggestions back on.
+  const snoozeTo = async (minutes, expect) => {
+    await runCommand(page, 'dLLM: Snooze suggestions');
+    await quickInputOpen(page);
+    await chord(page, ['Control'], 'a');
+    await page.keyboard.type(String(minutes));
+    await page.keyboard.press('Enter');
+    return until(15000, async () => (await toasts(page)).find((m) => m.includes(expect)));
+  };
+  const snoozed = await snoozeTo(5, 'snoozed for 5 min');
+  await goTo(page, '2');
+  await page.keyboard.press('End');
+  await page.keyboard.press('Enter');
+  const snoozeQuiet = await noGhostFor(quietMs);
+  await page.keyboard.press('Escape');
+  const woken = await snoozeTo(0, 'back on');
+  emit({
+    step: 'snooze',
+    ok: snoozed !== undefined && snoozeQuiet && woken !== undefined,
+    snoozed,
+    quiet: snoozeQuiet,
+    woken,
   });
 
   // A dllm.serverPath that resolves to nothing, typed into the Settings editor: the server

@@ -57,8 +57,11 @@ STEPS = [
     "partial",
     "counts",
     "commands",
+    "fill_asks",
     "fill",
     "show_status",
+    "comment",
+    "snooze",
     "missing_server",
 ]
 
