@@ -46,7 +46,8 @@ SOURCE = (
 )
 HOLE = (2, 4)  # the empty body line: the builtin model completes there
 FAST = {"decode": {"maxSpan": 8, "span": 8}, "candidates": 1, "debounceMs": 0}
-COMMANDS = (FILL_BODY, REFACTOR, REFINE)
+SNOOZE, ACCEPTED = "dllm.snooze", "dllm.accepted"
+COMMANDS = (FILL_BODY, REFACTOR, REFINE, SNOOZE, ACCEPTED)
 CLIENT_ERRORS = (-32602, -32600, -32601)
 FIGURES: Counter[str] = Counter()
 STARTED = time.monotonic()
@@ -96,6 +97,10 @@ SETTING_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "context.prefixTokens": st.integers(-1, 40000),
     "context.suffixTokens": st.integers(-1, 40000),
     "context.maxDocumentChars": st.integers(0, 1 << 31),
+    "context.crossFile": st.one_of(st.booleans(), st.none(), st.just("yes")),
+    "context.crossFileTokens": st.integers(-1, 40000),
+    "stats.enabled": st.one_of(st.booleans(), st.none(), st.just(1)),
+    "stats.slowMs": st.one_of(st.integers(-1, 70_000), st.floats(-1, 1e9)),
     "debounceMs": st.one_of(st.integers(-1, 2000), st.floats(-1, 70_000)),
     "candidates": st.integers(0, 9),
     "languages": st.lists(st.sampled_from(["python", "rust", "", "javascript"]), max_size=3),
@@ -203,6 +208,9 @@ def test_a_setting_of_any_number_is_a_message_and_a_default(key: str, value: Any
     """A JSON integer too large for a float (a 400-digit literal is valid JSON) raised
     OverflowError out of parse_options: initialize failed, a settings change popped up an error
     and dropped the rest of the change."""
+    section, name = next((s, n) for s, n, k, _ in _SCHEMA if k == key)
+    if value is True and isinstance(getattr(getattr(Options(), section), name), bool):
+        pytest.skip("true is a valid value of a switch")
     other = "context.prefixTokens" if key == "candidates" else "candidates"
     opts, errors = parse_options({key: value, other: 7})
     assert 7 in (opts.completion.candidates, opts.context.prefix_tokens)  # the rest applies
@@ -345,6 +353,11 @@ def command_arguments(draw: st.DrawFn, command: str) -> Any:
         return draw(anything)  # not a list, or a list of anything
     if pick == 9:
         return draw(strings)  # a string is not a list of characters
+    if command == SNOOZE:  # [minutes]
+        return [draw(st.one_of(ints, floats, strings, st.none()))][: draw(st.integers(0, 1))]
+    if command == ACCEPTED:  # [{id, languageId}]
+        item = {"id": draw(st.one_of(strings, ints)), "languageId": draw(strings)}
+        return [draw(st.one_of(st.just(item), anything))]
     where = draw(position if command == FILL_BODY else rng)
     args = [draw(uri), where]
     if draw(st.booleans()):
@@ -387,6 +400,8 @@ def test_fuzz_execute_command(peer: Peer, params: Any) -> None:
         assert instruction_ok or reply.get("error", {}).get("code") == -32602, reply  # not dropped
     if "error" in reply:
         assert peer.shown[shown:] == [], "a client's mistake is no popup"
+    elif params["command"] in (SNOOZE, ACCEPTED):
+        FIGURES[f"executeCommand {params['command']} answered"] += 1
     else:
         assert isinstance(reply["result"], dict), reply
         assert reply["result"]["applied"] in (True, False), reply
