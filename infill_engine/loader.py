@@ -195,16 +195,22 @@ def _read_weights(
     with safe_open(str(file), framework="pt", device="cpu") as f:
         for key in f.keys():  # noqa: SIM118 (safe_open is not a Mapping)
             name = family.our_name(key)
-            if name is None or name not in expected:
+            parts = [name] if name in expected else family.parts(name or "")
+            if name is None or not parts or any(p not in expected for p in parts):
                 ignored.append(key)
                 continue
             tensor = f.get_tensor(key)
-            if tuple(tensor.shape) != expected[name]:
+            sizes = [expected[p][0] for p in parts]
+            want = (sum(sizes), *expected[parts[0]][1:])
+            if tuple(tensor.shape) != want:
                 raise ModelLoadError(
                     f"{file.name}: tensor {key!r} has shape {tuple(tensor.shape)}, "
-                    f"expected {expected[name]} from config.json"
+                    f"expected {want} from config.json"
                 )
-            state[name] = tensor.to(dtype)
+            for part, piece in zip(parts, tensor.split(sizes), strict=True):
+                # a router's choice-only bias stays fp32: bf16 would merge near-equal experts
+                keep = torch.float32 if part.endswith(".expert_bias") else dtype
+                state[part] = piece.to(keep)
     return ignored
 
 

@@ -5,10 +5,11 @@ from .common import DiffusionTransformer, KVStore, ModelArgs
 from .dream import DREAM, QWEN2_DIFFUSION
 from .family import Family
 from .llada import LLADA
+from .llada2 import LLADA2
 from .llada_moe import LLADA_MOE
 
 # LLADA_MOE before LLADA: both read model_type "llada"; LLADA_MOE takes those with experts.
-FAMILIES: tuple[Family, ...] = (DREAM, LLADA_MOE, LLADA, CODA)
+FAMILIES: tuple[Family, ...] = (DREAM, LLADA_MOE, LLADA, CODA, LLADA2)
 """Families recognised from config.json alone. QWEN2_DIFFUSION is opt-in (see loader)."""
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "DREAM",
     "FAMILIES",
     "LLADA",
+    "LLADA2",
     "LLADA_MOE",
     "QWEN2_DIFFUSION",
     "DiffusionTransformer",

@@ -44,6 +44,10 @@ class Family:
     # True: a stored lm_head.weight is used even when the config ties it to the embedding
     # (CoDA's modeling code never ties, whatever tie_word_embeddings says).
     stored_head_wins: bool = False
+    # (our-name regex, part templates): a tensor stored fused, e.g. LLaDA2's query_key_value
+    # renamed to `self_attn.qkv_proj`, is split along dim 0 into these parts in order, each as
+    # long as its expected shape says.
+    fused: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def matches(self, config: Mapping[str, Any]) -> bool:
         if config.get("model_type") not in self.model_types:
@@ -56,4 +60,12 @@ class Family:
             m = re.fullmatch(pattern, checkpoint_key)
             if m:
                 return m.expand(template)
+        return None
+
+    def parts(self, name: str) -> list[str] | None:
+        """The parameters a fused tensor of ours splits into; None = not a fused name."""
+        for pattern, templates in self.fused:
+            m = re.fullmatch(pattern, name)
+            if m:
+                return [m.expand(t) for t in templates]
         return None
