@@ -216,8 +216,6 @@ class MoE(nn.Module):
     experts, not all of them.
     """
 
-    expert_bias: Tensor  # [E], a buffer under the sigmoid router only
-
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
         self.top_k, self.renormalise = args.experts_per_token, args.norm_topk_prob
@@ -225,8 +223,9 @@ class MoE(nn.Module):
         self.groups, self.groups_per_token = args.expert_groups, args.groups_per_token
         self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=False)
         self.experts = nn.ModuleList(MLP(args) for _ in range(args.num_experts))
-        if self.sigmoid:  # trained by load balancing, not by gradient: a buffer, kept in fp32
-            self.register_buffer("expert_bias", torch.zeros(args.num_experts, dtype=torch.float32))
+        if self.sigmoid:  # [E]; set by load balancing, not by gradient; loaded in fp32
+            bias = torch.zeros(args.num_experts, dtype=torch.float32)
+            self.expert_bias = nn.Parameter(bias, requires_grad=False)
         shared = args.shared_expert_size
         self.shared_experts = MLP(args, shared) if shared else None
 

@@ -16,12 +16,14 @@ from .common import ModelArgs
 from .dream import DREAM
 from .family import Family
 from .llada import LLADA
+from .llada2 import LLADA2
 from .llada_moe import LLADA_MOE
 
 # The architecture fields of the released config.json files (Dream-org/Dream-v0-Base-7B, whose
 # shape DiffuCoder-7B and Dream-Coder-7B share; GSAI-ML/LLaDA-8B-Base; Salesforce/CoDA-v0-Base,
 # the config.json its repository ships, which leaves tie_word_embeddings to its config class;
-# inclusionAI/LLaDA-MoE-7B-A1B-Base, whose vocabulary is the Ling tokenizer's 157,184).
+# inclusionAI/LLaDA-MoE-7B-A1B-Base, whose vocabulary is the Ling tokenizer's 157,184;
+# inclusionAI/LLaDA2.0-mini, which leaves mask_token_id out: the family's 156895).
 SHAPES: dict[str, tuple[Family, dict[str, Any]]] = {
     "dream-7b": (
         DREAM,
@@ -98,6 +100,37 @@ SHAPES: dict[str, tuple[Family, dict[str, Any]]] = {
             "mask_token_id": 156895,
         },
     ),
+    "llada2-mini": (
+        LLADA2,
+        {
+            "model_type": "llada2_moe",
+            "hidden_size": 2048,
+            "intermediate_size": 5120,
+            "moe_intermediate_size": 512,
+            "num_hidden_layers": 20,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 4,
+            "head_dim": 128,
+            "num_experts": 256,
+            "num_experts_per_tok": 8,
+            "num_shared_experts": 1,
+            "n_group": 8,
+            "topk_group": 4,
+            "routed_scaling_factor": 2.5,
+            "first_k_dense_replace": 1,
+            "score_function": "sigmoid",
+            "use_qk_norm": True,
+            "use_qkv_bias": False,
+            "norm_head": False,
+            "partial_rotary_factor": 0.5,
+            "vocab_size": 157184,
+            "rope_theta": 600000,
+            "rms_norm_eps": 1e-06,
+            "max_position_embeddings": 32768,
+            "tie_word_embeddings": False,
+            "mask_token_id": 156895,
+        },
+    ),
 }
 
 
@@ -124,7 +157,11 @@ def parameter_count(args: ModelArgs) -> int:
     mlp = 3 * d * args.intermediate_size
     if args.num_experts:  # every expert is a full SwiGLU, plus the router
         mlp = args.num_experts * mlp + d * args.num_experts
-    per_layer = attn + mlp + 2 * d  # two RMSNorm weights
+        mlp += args.num_experts if args.router == "sigmoid" else 0  # its choice-only bias
+        mlp += 3 * d * args.shared_expert_size
+    dense = min(args.dense_layers, args.num_layers)  # LLaDA2's first, dense blocks
+    mlps = (args.num_layers - dense) * mlp + dense * 3 * d * args.dense_intermediate_size
+    per_layer = attn + 2 * d  # and two RMSNorm weights
     embed = args.vocab_size * d
     head = 0 if args.tie_embeddings else args.vocab_size * d
-    return embed + args.num_layers * per_layer + d + head
+    return embed + args.num_layers * per_layer + mlps + d + head

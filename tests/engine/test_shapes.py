@@ -24,6 +24,7 @@ from infill_engine.models.shapes import SHAPES, parameter_count, shape_args
         ("llada-8b", "llada", 8.02, 32, 32),
         ("coda-1.7b", "coda", 1.72, 28, 8),
         ("llada-moe-7b", "llada-moe", 7.36, 16, 16),
+        ("llada2-mini", "llada2", 16.26, 20, 4),
     ],
 )
 def test_shapes_parse_like_the_released_configs(
@@ -46,7 +47,7 @@ def test_fewer_layers_keep_the_widths() -> None:
         shape_args("llada-8b", layers=33)
     with pytest.raises(ValueError, match="unknown shape 'gpt-2'"):
         shape_args("gpt-2")
-    assert sorted(SHAPES) == ["coda-1.7b", "dream-7b", "llada-8b", "llada-moe-7b"]
+    assert sorted(SHAPES) == ["coda-1.7b", "dream-7b", "llada-8b", "llada-moe-7b", "llada2-mini"]
 
 
 def test_random_engine_decodes_with_the_base_tokenizer(dream_engine: Any) -> None:
@@ -119,3 +120,39 @@ def test_new_shapes_build_at_reduced_layers(name: str, qk_norm: bool, experts: i
     assert ("layers.1.mlp.experts.63.down_proj.weight" in names) is bool(experts)
     # every parameter has a checkpoint name that the family's renames map back onto it
     assert all(fam.our_name(f"model.{n}") == n for n in names if n != "lm_head.weight")
+
+
+def test_llada2_mini_builds_at_reduced_layers() -> None:
+    """A dense first block and a 256-expert block; every tensor reachable from a release name."""
+    fam, args, mask_id = shape_args("llada2-mini", layers=2)
+    assert fam.name == "llada2" and mask_id == 156895
+    assert (args.rope_dim, args.router, args.routed_scaling) == (64, "sigmoid", 2.5)
+    with torch.device("meta"):
+        model = DiffusionTransformer(args)
+    assert parameter_count(args) == sum(p.numel() for p in model.parameters())
+    shapes = {n: tuple(p.shape) for n, p in model.state_dict().items()}
+    assert shapes["layers.0.mlp.up_proj.weight"] == (5120, 2048)  # dense, 5120 wide
+    assert shapes["layers.1.mlp.experts.255.up_proj.weight"] == (512, 2048)
+    assert shapes["layers.1.mlp.shared_experts.up_proj.weight"] == (512, 2048)
+    assert shapes["layers.1.mlp.expert_bias"] == (256,)
+    release = ["model.word_embeddings.weight", "model.norm.weight", "lm_head.weight"]
+    for i in range(2):
+        release += [
+            f"model.layers.{i}.{n}"
+            for n in (
+                "attention.query_key_value.weight", "attention.dense.weight",
+                "attention.query_layernorm.weight", "attention.key_layernorm.weight",
+                "input_layernorm.weight", "post_attention_layernorm.weight",
+            )
+        ]  # fmt: skip
+    mlps = ["model.layers.0.mlp"] + [f"model.layers.1.mlp.experts.{e}" for e in range(256)]
+    mlps.append("model.layers.1.mlp.shared_experts")
+    release += [f"{m}.{p}_proj.weight" for m in mlps for p in ("gate", "up", "down")]
+    release += ["model.layers.1.mlp.gate.weight", "model.layers.1.mlp.gate.expert_bias"]
+    ours: list[str] = []
+    for key in release:
+        name = fam.our_name(key)
+        assert name is not None, key
+        ours += [name] if name in shapes else fam.parts(name) or [name]
+    assert sorted(ours) == sorted(shapes)
+    assert shapes["layers.1.self_attn.k_proj.weight"] == (512, 2048)  # 4 kv heads of 128
