@@ -17,7 +17,7 @@ to 1 whenever more than one expert is kept (the code ignores `norm_topk_prob`), 
 `routed_scaling_factor`, plus the shared expert. Logits are not shifted (its loss reads each
 position's own logits). Mask `<|mask|>` 156895 (not in config.json), eos/pad `<|endoftext|>`
 156892. Its own generator attends block-causally (each 32-token block sees itself and earlier
-blocks); run here bidirectionally, as every family is.
+blocks, never later ones); the engine runs it bidirectionally, as every family.
 """
 
 from __future__ import annotations
