@@ -213,6 +213,22 @@ def reference_logits(ref: Any, ids: torch.Tensor, shift: bool) -> torch.Tensor:
     return torch.cat([out[:, :1], out[:, :-1]], dim=1) if shift else out
 
 
+@pytest.fixture(scope="session", autouse=True)
+def state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The language servers the tests start (and the editors that start them) keep their
+    acceptance counts here, never in the user's own state directory (lsp_server/telemetry.py)."""
+    import os
+
+    path = tmp_path_factory.mktemp("state")
+    old = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = old
+
+
 @pytest.fixture(scope="session")
 def dream_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("dream")
