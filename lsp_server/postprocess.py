@@ -144,9 +144,12 @@ def _drop_repeated_tail(completion: str, suffix: str) -> str:
     return completion
 
 
-def _open_brackets(text: str) -> list[str]:
-    """The brackets text opens and leaves open, outside its quotes, innermost last."""
+def _brackets(text: str) -> tuple[list[str], list[int]]:
+    """One walk over text's brackets outside its quotes: the brackets it opens and leaves open
+    (innermost last), and the indices of its closing brackets that close a bracket opened
+    before it."""
     stack: list[str] = []
+    unmatched: list[int] = []
     quote = ""
     for i, ch in enumerate(text):
         if quote:
@@ -156,14 +159,17 @@ def _open_brackets(text: str) -> list[str]:
             quote = ch
         elif ch in "([{":
             stack.append(ch)
-        elif ch in _PAIRS and stack and stack[-1] == _PAIRS[ch]:
-            stack.pop()
-    return stack
+        elif ch in _PAIRS:
+            if stack and stack[-1] == _PAIRS[ch]:
+                stack.pop()
+            elif not stack:
+                unmatched.append(i)
+    return stack, unmatched
 
 
 def _closes_own(head: str, tail: str) -> bool:
     """Whether tail closes a bracket that head opened: `g(a)` before `)` keeps its `)`."""
-    own = len(_open_brackets(head))  # head's open brackets, innermost last
+    own = len(_brackets(head)[0])  # head's open brackets, innermost last
     opened = 0  # the tail's own, still open
     for ch in tail:
         if ch in "([{":
@@ -207,33 +213,11 @@ _PAIRS = {")": "(", "]": "[", "}": "{"}
 _QUOTES = "\"'`"
 
 
-def _unmatched_closers(text: str) -> list[int]:
-    """Indices of the closing brackets in text that close a bracket opened before it (none
-    inside text's own quotes)."""
-    stack: list[str] = []
-    found: list[int] = []
-    quote = ""
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote and text[i - 1 : i] != "\\":
-                quote = ""
-        elif ch in _QUOTES:
-            quote = ch
-        elif ch in "([{":
-            stack.append(ch)
-        elif ch in _PAIRS:
-            if stack and stack[-1] == _PAIRS[ch]:
-                stack.pop()
-            elif not stack:
-                found.append(i)
-    return found
-
-
 def drop_closed_brackets(completion: str, suffix: str) -> str:
     """Remove the closing brackets at the end of the completion (with the whitespace among and
     before them) that close brackets opened before the cursor, when the suffix, past its
     whitespace, closes them already in the same order (`a,\\n  b)` before `\\n)`: `a,\\n  b`)."""
-    closers = _unmatched_closers(completion)
+    closers = _brackets(completion)[1]
     end = len(completion.rstrip())
     run: list[int] = []
     for i in reversed(closers):
