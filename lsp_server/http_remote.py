@@ -5,10 +5,10 @@ close, reconnection with backoff from `Link`), over `httpx.AsyncClient`.
 - **Connect** = `GET /v1/models` with the token (`Authorization: Bearer <token>`): a 401 is a
   refusal that retrying cannot fix, no answer is "unavailable" (the backoff retries); the hello
   it stands for names the model.
-- **Requests**: `v2/infill` is `POST /v2/infill` with the same fields as JSON; the reply body is
-  the `result` map, an error is `{"error": {"code": <HTTP status>, "type": <service code>,
-  "message"}}`, handed on as the msgpack front's `{"error": {"code": <service code>, ...}}`.
-  The HTTP front has no `refine`: such a request is answered `unknown_method` here.
+- **Requests**: `v2/infill` is `POST /v2/infill` and `refine` is `POST /v2/refine`, with the
+  same fields as JSON; the reply body is the `result` map, an error is
+  `{"error": {"code": <HTTP status>, "type": <service code>, "message"}}`, handed on as the
+  msgpack front's `{"error": {"code": <service code>, ...}}`.
 - **Cancel** drops the request (its task is cancelled, the connection closed): the service
   takes the disconnect as a cancel and drops the rows; the caller gets `cancelled` at once.
 - A request that cannot reach the service (connection refused or reset) is a lost connection:
@@ -29,7 +29,8 @@ from infill_engine.service import TOKEN_ENV, Message
 
 from .remote import Link, Refused, Unavailable
 
-ROUTES = {"v2/infill": "/v2/infill"}  # the calls the HTTP front offers, by message type
+# the calls the HTTP front offers, by message type
+ROUTES = {"v2/infill": "/v2/infill", "refine": "/v2/refine"}
 
 
 class HttpClient(Link):

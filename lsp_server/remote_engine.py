@@ -238,11 +238,10 @@ class RemoteEngineClient:
         try:
             (r,) = await self._call("refine", [body], job.cancel)
         except RemoteError as e:
-            if e.code == "unknown_method":  # a service from before refine, or the HTTP front
+            if e.code == "unknown_method":  # a service from before refine
                 raise RemoteError(
-                    "the engine service does not offer refine here (a service that predates "
-                    "it, or the HTTP front); use its unix: or tcp: address, or clear "
-                    "engineAddress to refine in-process",
+                    "the engine service does not offer refine (it predates it); update it, "
+                    "or clear engineAddress to refine in-process",
                     e.code,
                 ) from None
             raise

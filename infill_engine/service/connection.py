@@ -21,10 +21,11 @@ from typing import Any, Protocol
 
 from ..params import InfillParams, InfillResult
 from ..request import InfillRequest
-from ..scheduler import PRIORITIES, Priority, Scheduler, SchedulerError, Ticket
+from ..scheduler import PRIORITIES, Priority, Scheduler, Ticket
 from .frames import CHUNK, FrameError, FrameReader, Message, encode_frame
 from .metrics import Metrics
 from .native import NativeAsk, native_result, parse_native, run_native
+from .refine import RefineAsk, can_refine, parse_refine, run_refine
 from .wire import (
     PROTOCOL_VERSION,
     BadRequest,
@@ -264,30 +265,18 @@ class Connection:
         return True
 
     def _refine(self, rid: RequestId, msg: Message) -> None:
-        """`Engine.refine` on a thread of its own: one scoring pass (a step's worth of the
-        engine), then the remasked tokens are a row of the running batch, at command priority,
-        beside the completions."""
-        if not hasattr(self.service.scheduler.engine, "refine"):
+        """A refine (refine.py) on the loop; its re-prediction joins the running batch."""
+        if not can_refine(self.service.scheduler):
             self.send(error(rid, "refine", "unknown_method", "this engine cannot refine"))
             return
         if not self._admit(rid, "refine"):
             return
         try:
-            texts = [msg.get(k, "") for k in ("prefix", "text", "suffix")]
-            if not all(isinstance(t, str) for t in texts):
-                raise BadRequest("prefix, text and suffix must be strings")
-            if not texts[1]:
-                raise BadRequest("text must not be empty")
-            fraction = msg.get("fraction", 0.25)
-            if isinstance(fraction, bool) or not isinstance(fraction, int | float):
-                raise BadRequest("fraction must be a number in (0, 1]")
-            if not 0 < fraction <= 1:
-                raise BadRequest("fraction must be a number in (0, 1]")
-            params = parse_params(msg.get("params"))
+            ask = parse_refine(msg)
         except BadRequest as e:
             self.send(error(rid, "refine", e.code, str(e)))
             return
-        self._start(rid, lambda p: self._run_refine(rid, p, texts, float(fraction), params))
+        self._start(rid, lambda p: self._run_refine(rid, p, ask))
 
     def _start(self, rid: RequestId, work: Callable[[Pending], Awaitable[None]]) -> None:
         """Register a request in flight and run its work on the loop."""
@@ -297,41 +286,13 @@ class Connection:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run_refine(
-        self,
-        rid: RequestId,
-        pending: Pending,
-        texts: list[str],
-        fraction: float,
-        params: InfillParams,
-    ) -> None:
-        scheduler = self.service.scheduler
-        engine: Any = scheduler.engine
-        prefix, text, suffix = texts
+    async def _run_refine(self, rid: RequestId, pending: Pending, ask: RefineAsk) -> None:
         try:
-            # its re-prediction joins this service's running batch, beside the completions
-            r = await asyncio.to_thread(
-                engine.refine, prefix, text, suffix, fraction, params, pending.cancel, scheduler
-            )
-        except ValueError as e:
-            reply = error(rid, "refine", "bad_request", str(e)[:300])
-        except SchedulerError as e:
-            reply = error(rid, "refine", e.code, str(e))
-        except Exception as e:
-            log.error("refine %r failed", rid, exc_info=e)
-            reply = error(rid, "refine", "internal", f"{type(e).__name__}: {e}"[:300])
+            result = await run_refine(self.service.scheduler, ask, pending.cancel)
+        except Refusal as e:
+            reply = error(rid, "refine", e.code, e.message)
         else:
-            if r.stop_reason == "cancelled":
-                reply = error(rid, "refine", "cancelled", f"cancelled after {r.nfe} passes")
-            else:
-                result = {
-                    "text": r.text,
-                    "remasked": r.remasked,
-                    "changed": r.changed,
-                    "nfe": r.nfe,
-                    "stop_reason": r.stop_reason,
-                }
-                reply = {"type": "refine", "id": rid, "result": result}
+            reply = {"type": "refine", "id": rid, "result": result}
         self._reply(rid, pending, reply)
 
     def _infill(self, rid: RequestId, msg: Message) -> None:

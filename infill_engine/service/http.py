@@ -11,6 +11,7 @@ server (or Ray Serve's ingress) can mount `HttpFront(service).app` the same way.
 | `POST /infill`        | llama.cpp's infill (compat.py)                 | token |
 | `POST /v1/completions`| OpenAI's completions with `suffix` (compat.py) | token |
 | `POST /v2/infill`     | the native call (native.py), JSON or msgpack   | token |
+| `POST /v2/refine`     | refine a selection (refine.py), JSON or msgpack| token |
 
 Every POST body is read with a size cap and a time limit; a client that goes away before its
 answer has its rows cancelled in the engine (the batch drops them at the next step). Streaming
@@ -26,7 +27,7 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 from starlette.applications import Starlette
@@ -44,6 +45,7 @@ from .compat import parse_openai as parse_openai_body
 from .frames import FrameError, decode_payload
 from .front import Service
 from .native import NativeAsk, Prepared, native_result, parse_native, run_native
+from .refine import parse_refine, run_refine
 from .wire import BadRequest
 from .work import Pending, Refusal
 
@@ -51,6 +53,7 @@ MAX_HTTP_INFLIGHT = 256  # requests the HTTP front holds at once; past it: 503
 MSGPACK = "application/msgpack"
 
 Done = list[tuple[InfillResult, Ticket]]
+T = TypeVar("T")
 
 
 def error_response(refusal: Refusal) -> JSONResponse:
@@ -75,6 +78,7 @@ class HttpFront:
                 Route("/infill", self.infill, methods=["POST"]),
                 Route("/v1/completions", self.completions, methods=["POST"]),
                 Route("/v2/infill", self.native, methods=["POST"]),
+                Route("/v2/refine", self.refine, methods=["POST"]),
             ]
         )
 
@@ -129,21 +133,26 @@ class HttpFront:
     async def native(self, request: Request) -> Response:
         """The native call: JSON in and out, or msgpack (`Content-Type: application/msgpack`,
         answered in msgpack)."""
-        route = "v2/infill"
-        packed = request.headers.get("content-type", "").split(";")[0].strip() in (
-            MSGPACK,
-            "application/x-msgpack",
-        )
+        packed = _is_msgpack(request)
 
         async def run() -> Response:
             ask = parse_native(await self._body(request, packed))
             prepared, done = await self._rows(request, ask)
-            result = native_result(prepared, done)
-            if packed:
-                return Response(msgpack.packb(result, use_bin_type=True), media_type=MSGPACK)
-            return JSONResponse(result)
+            return _answer(native_result(prepared, done), packed)
 
-        return await self._guarded(request, route, run)
+        return await self._guarded(request, "v2/infill", run)
+
+    async def refine(self, request: Request) -> Response:
+        """Refine a selection (the msgpack front's `refine`): JSON or msgpack as `native`."""
+        packed = _is_msgpack(request)
+
+        async def run() -> Response:
+            ask = parse_refine(await self._body(request, packed))
+            pending = Pending(threading.Event())
+            work = run_refine(self.service.scheduler, ask, pending.cancel)
+            return _answer(await self._until_done(request, work, pending), packed)
+
+        return await self._guarded(request, "v2/refine", run)
 
     # -- the shared path --------------------------------------------------------------------------
     async def _compat(
@@ -282,28 +291,46 @@ class HttpFront:
         """Run an ask's rows; a client that goes away before they are done cancels them."""
         service = self.service
         pending = Pending(threading.Event())
-        work = asyncio.ensure_future(run_native(service.scheduler, service.encoder, pending, ask))
-        work.add_done_callback(_retrieved)  # its error is read below, or nobody waits for it
-        gone = asyncio.ensure_future(_disconnected(request))
-        try:
-            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            gone.cancel()
-            if not work.done():  # the client went away, or the server is stopping
-                work.cancel()
-                pending.stop(service.scheduler)
-                service.counters.disconnect_cancels += 1
-        if not work.done() or work.cancelled():
-            raise Refusal("cancelled", "the client went away")
-        prepared, done = await work
+        work = run_native(service.scheduler, service.encoder, pending, ask)
+        prepared, done = await self._until_done(request, work, pending)
         request.state.results = [r for r, _ in done]
         return prepared, done
+
+    async def _until_done(self, request: Request, work: Awaitable[T], pending: Pending) -> T:
+        """Await the work, unless the client goes away first: then its rows are cancelled
+        (queued ones leave the queue, running ones stop at their next step)."""
+        service = self.service
+        task = asyncio.ensure_future(work)
+        task.add_done_callback(_retrieved)  # its error is read below, or nobody waits for it
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not task.done():  # the client went away, or the server is stopping
+                task.cancel()
+                pending.stop(service.scheduler)
+                service.counters.disconnect_cancels += 1
+        if not task.done() or task.cancelled():
+            raise Refusal("cancelled", "the client went away")
+        return await task
 
     @staticmethod
     def _empty(c: CompatAsk) -> Prepared:
         """What a call with nothing to write (a token cap of 0) answers from."""
         plan = SpanPlan("line", 0, 0, StopRule(), 0, 0, c.ask.language_id, None)
         return Prepared(plan, Context("", "", c.ask.offset, c.ask.offset), [])
+
+
+def _is_msgpack(request: Request) -> bool:
+    kind = request.headers.get("content-type", "").split(";")[0].strip()
+    return kind in (MSGPACK, "application/x-msgpack")
+
+
+def _answer(result: dict[str, Any], packed: bool) -> Response:
+    if packed:
+        return Response(msgpack.packb(result, use_bin_type=True), media_type=MSGPACK)
+    return JSONResponse(result)
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:

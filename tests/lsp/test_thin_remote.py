@@ -197,6 +197,16 @@ def test_a_thin_server_over_the_http_front(
         assert items and all(t.strip() for t in items)
         assert scheduler.stats()["done"] >= 1
 
+        # refine over HTTP: POST /v2/refine, its re-prediction a row of the service's batch
+        done = scheduler.stats()["done"]
+        selection = {"start": {"line": 5, "character": 6}, "end": {"line": 5, "character": 11}}
+        reply = server.request(
+            "workspace/executeCommand",
+            {"command": "dllm.refineSelection", "arguments": [URI, selection]},
+        )
+        assert reply.get("result", {}).get("applied") is True, (reply, server.shown)
+        assert scheduler.stats()["done"] == done + 1
+
         # the editor cancels a long fill: the request is dropped, the service cancels its row
         server.notify("workspace/didChangeConfiguration", {"settings": SLOW})
         server.open("file:///work/slow.py", GREET)

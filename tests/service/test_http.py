@@ -75,12 +75,13 @@ def test_every_route_but_health_needs_the_bearer_token(served: Any) -> None:
     assert client.get("/health").json()["status"] == "ok"  # health is public, as llama.cpp's
     before = service.counters.unauthorized
     for method, route in (("GET", "/metrics"), ("GET", "/v1/models"), ("POST", "/infill"),
-                          ("POST", "/v1/completions"), ("POST", "/v2/infill")):  # fmt: skip
+                          ("POST", "/v1/completions"), ("POST", "/v2/infill"),
+                          ("POST", "/v2/refine")):  # fmt: skip
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
             r = client.request(method, route, headers=headers, json={})
             assert r.status_code == 401, (route, headers)
             assert r.json()["error"]["type"] == "unauthorized"
-    assert service.counters.unauthorized == before + 15
+    assert service.counters.unauthorized == before + 18
     assert client.get("/v1/models", headers=AUTH).json()["data"][0]["id"] == "builtin"
 
 
@@ -115,6 +116,29 @@ def test_the_native_call_plans_on_the_service_and_both_fronts_agree(served: Any)
         reply = c.call("v2/infill", **ask)
     assert [i["text"] for i in reply["result"]["items"]] == [i["text"] for i in body["items"]]
     assert reply["result"]["plan"] == body["plan"]
+
+
+def test_refine_over_http_is_the_msgpack_fronts_refine(served: Any) -> None:
+    """/v2/refine (JSON and msgpack) and the msgpack front's `refine`: the same selection gives
+    the same greedy text; a bad field is a 400 naming it, on both fronts alike."""
+    client, _, unix, _ = served
+    ask = {"prefix": "def add(a, b):\n    return ", "text": "a + b", "suffix": "\n",
+           "fraction": 0.5}  # fmt: skip
+    r = client.post("/v2/refine", headers=AUTH, json=ask)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["remasked"] and body["nfe"] >= 1 and isinstance(body["text"], str)
+    packed = client.post("/v2/refine", headers={**AUTH, "Content-Type": "application/msgpack"},
+                         content=msgpack.packb(ask))  # fmt: skip
+    assert msgpack.unpackb(packed.content)["text"] == body["text"]
+    with ServiceClient(unix, TOKEN) as c:
+        reply = c.call("refine", **ask)
+    assert reply["result"]["text"] == body["text"]
+    for bad, says in (({"text": ""}, "text must not be empty"), ({"fraction": 2}, "fraction")):
+        r = client.post("/v2/refine", headers=AUTH, json={**ask, **bad})
+        assert r.status_code == 400 and says in r.json()["error"]["message"], r.text
+        with ServiceClient(unix, TOKEN) as c:
+            assert c.call("refine", **{**ask, **bad})["error"]["code"] == "bad_request"
 
 
 def _without_timings(items: list[dict[str, Any]], packed: httpx.Response) -> list[Any]:
