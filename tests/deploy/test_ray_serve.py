@@ -52,6 +52,8 @@ def test_two_replicas_answer_the_http_api_through_the_proxy(cluster: Cluster) ->
         assert "content" in http.post("/infill", json=llama, headers=auth).json()
         openai = {"prompt": "x = [1, 2]\ntotal = ", "suffix": "\n", "max_tokens": 8, "n": 2}
         assert len(http.post("/v1/completions", json=openai, headers=auth).json()["choices"]) == 2
+        refine = {"prefix": "def add(a, b):\n    return ", "text": "a + b", "suffix": "\n"}
+        assert http.post("/v2/refine", json=refine, headers=auth).json()["nfe"] >= 1
     load = bench_ray.run_load(cluster.url, TOKEN, 8, PARAMS, requests=2).summary()
     assert load["ok"] == 16 and load["errors"] == load["hung"] == 0
 
