@@ -1,7 +1,9 @@
 """Model directories the trainer writes and reads: HF Dream layout, fp16 safetensors.
 
-`save_model` writes config.json, model.safetensors (atomically), the tokenizer files and
-training_meta.json (every stage's record and the recipe). `warm_start` reads such a directory
+`save_model` writes config.json, model.safetensors (atomically) or, with `shard_bytes`, shards
+of at most that size with a `model.safetensors.index.json` (the Hugging Face layout, which the
+loader reads; files stay under a size limit), the tokenizer files and training_meta.json (every
+stage's record and the recipe). `warm_start` reads such a directory
 back through the normal loader, so a checkpoint that trains further is exactly the one the engine
 would serve. `build_model` makes a fresh model of a recipe's architecture.
 """
@@ -73,7 +75,12 @@ def build_model(model: ModelSpec, tok: Tokenizer) -> DiffusionTransformer:
 
 
 def save_model(
-    net: DiffusionTransformer, tok: Tokenizer, cfg: TrainConfig, out: Path, meta: dict[str, Any]
+    net: DiffusionTransformer,
+    tok: Tokenizer,
+    cfg: TrainConfig,
+    out: Path,
+    meta: dict[str, Any],
+    shard_bytes: int | None = None,
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     config = hf_config(cfg.model, tok)
@@ -81,13 +88,53 @@ def save_model(
     for name, p in net.state_dict().items():
         if name == "lm_head.weight" and config["tie_word_embeddings"]:
             continue
-        state[checkpoint_key(name)] = p.detach().to(torch.float16).contiguous()
-    tmp = out / "model.safetensors.tmp"
-    save_file(state, str(tmp), metadata={"format": "pt"})
-    tmp.replace(out / "model.safetensors")
+        state[checkpoint_key(name)] = p.detach().to("cpu", torch.float16).contiguous()
+    if shard_bytes is None:
+        _write_single(state, out)
+    else:
+        _write_shards(state, out, shard_bytes)
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     save_tokenizer(tok, out, model_max_length=cfg.model.max_position_embeddings)
     (out / "training_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def _write_single(state: dict[str, torch.Tensor], out: Path) -> None:
+    tmp = out / "model.safetensors.tmp"
+    save_file(state, str(tmp), metadata={"format": "pt"})
+    tmp.replace(out / "model.safetensors")
+    (out / "model.safetensors.index.json").unlink(missing_ok=True)  # it would win over the file
+
+
+def _write_shards(state: dict[str, torch.Tensor], out: Path, shard_bytes: int) -> None:
+    """Greedy shards in key order, each under `shard_bytes` (a tensor larger than that alone is
+    a ValueError). The index is written last, so a reader never sees it name a missing shard."""
+    groups: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for key, t in state.items():
+        n = t.numel() * t.element_size()
+        if n > shard_bytes:
+            raise ValueError(f"{key} alone is {n:,} bytes, over the shard limit {shard_bytes:,}")
+        if groups[-1] and size + n > shard_bytes:
+            groups.append({})
+            size = 0
+        groups[-1][key] = t
+        size += n
+    weight_map = {}
+    for k, group in enumerate(groups, 1):
+        name = f"model-{k:05d}-of-{len(groups):05d}.safetensors"
+        tmp = out / (name + ".tmp")
+        save_file(group, str(tmp), metadata={"format": "pt"})
+        tmp.replace(out / name)
+        weight_map.update(dict.fromkeys(group, name))
+    total = sum(t.numel() * t.element_size() for t in state.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    tmp = out / "model.safetensors.index.json.tmp"
+    tmp.write_text(json.dumps(index, indent=2) + "\n")
+    tmp.replace(out / "model.safetensors.index.json")
+    (out / "model.safetensors").unlink(missing_ok=True)
+    for old in out.glob("model-*-of-*.safetensors"):
+        if old.name not in weight_map.values():
+            old.unlink()
 
 
 def warm_start(

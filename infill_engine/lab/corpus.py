@@ -2,18 +2,22 @@
 
 Two sources: `stdlib` (the CPython standard library) and `site-packages` (the pure-Python
 sources of the installed packages, i.e. this project's dependencies). Owns file selection
-(skipping tests, generated-looking files and anything mentioning HumanEval, so the benchmark
-stays unseen), exact deduplication by content, and the deterministic held-out split, decided by
-the SHA-1 of each file's path relative to its source root (site-packages paths carry a
-`site-packages/` prefix). Held-out stdlib files are the evaluation set; a site-packages file
-whose content equals a held-out file is dropped from training.
+(skipping tests, vendored copies of other packages, generated-looking files and anything
+mentioning HumanEval, so the benchmark stays unseen), exact deduplication by content, and the
+deterministic held-out split, decided by the SHA-1 of each file's path relative to its source
+root (site-packages paths carry a `site-packages/` prefix, whichever directory they came from).
+The key holds no Python version (`asyncio/tasks.py`, not `python3.11/asyncio/tasks.py`), so the
+same stdlib files are held out on any machine and any Python. Held-out stdlib files are the
+evaluation set; a site-packages file whose content equals a held-out file is dropped from
+training.
 """
 
 from __future__ import annotations
 
 import hashlib
+import site
 import sysconfig
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +35,8 @@ SKIP_DIR_NAMES = frozenset(
         "venv",
     }
 )
+# Vendored trees repeat other packages (pip's _vendor holds requests, rich, urllib3...).
+VENDOR_DIR_NAMES = frozenset({"_vendor", "vendored", "_vendored", "extern"})
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,18 @@ def site_packages_root() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
+def site_packages_roots() -> list[Path]:
+    """Every site-packages directory of this interpreter (purelib, platlib, site's list; a
+    system Python may spread packages over several `dist-packages`), existing ones, no repeats."""
+    paths = sysconfig.get_paths()
+    found = [Path(paths["purelib"]), Path(paths["platlib"]), *map(Path, site.getsitepackages())]
+    out: list[Path] = []
+    for p in found:
+        if p.is_dir() and all(p.resolve() != q.resolve() for q in out):
+            out.append(p)
+    return out
+
+
 def _looks_generated(text: str) -> bool:
     """Data tables and minified code teach nothing about writing code."""
     lines = text.count("\n") + 1
@@ -63,7 +81,7 @@ def is_held_out(rel: str, heldout_percent: int = 3) -> bool:
 
 
 def _skip_path(rel_parts: tuple[str, ...]) -> bool:
-    if any(p in SKIP_DIR_NAMES for p in rel_parts[:-1]):
+    if any(p in SKIP_DIR_NAMES or p in VENDOR_DIR_NAMES for p in rel_parts[:-1]):
         return True
     name = rel_parts[-1]
     return name.startswith("test_") or "humaneval" in "/".join(rel_parts).lower()
@@ -100,8 +118,10 @@ def split_corpus(
     max_files: int | None = None,
     sources: tuple[str, ...] = ("stdlib",),
     package_mb: float | None = None,
+    site_roots: Sequence[Path] | None = None,
 ) -> tuple[list[SourceFile], list[SourceFile]]:
-    """(train, held_out) lists. With `root`, that one tree; else the named `sources` in order.
+    """(train, held_out) lists. With `root`, that one tree; else the named `sources` in order,
+    site-packages from each of `site_roots` (default: `site_packages_root()` alone).
 
     Files are deduplicated by content (first one wins); held_out comes from the first source.
     `package_mb` caps what one top-level site-packages package contributes (a hash-ordered
@@ -110,11 +130,14 @@ def split_corpus(
     unknown = set(sources) - set(SOURCES)
     if unknown:
         raise ValueError(f"unknown corpus sources {sorted(unknown)}; known: {list(SOURCES)}")
+    sites = list(site_roots) if site_roots is not None else [site_packages_root()]
     trees: list[tuple[Path | None, str]] = (
         [(root, "")]
         if root is not None
         else [
-            (stdlib_root() if s == "stdlib" else site_packages_root(), _prefix(s)) for s in sources
+            (base, _prefix(s))
+            for s in sources
+            for base in ([stdlib_root()] if s == "stdlib" else sites)
         ]
     )
     train: list[SourceFile] = []

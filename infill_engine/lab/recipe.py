@@ -87,6 +87,7 @@ class Schedule:
     mask_end_run: bool = False  # a masked first end token hides the end tokens after it too
     expand_fraction: float = 0.0  # share of infill rows whose span is too short (DreamOn expand)
     oracle_fraction: float = 0.25
+    repo_fraction: float = 0.0  # share of rows led by other files of the same package (sampler)
     stratified_t: bool = True  # one mask level per stratum of the batch (MDLM); False: iid U(0,1)
     checkpoint_minutes: float = 5.0
     threads: int = 2
@@ -103,6 +104,7 @@ class Schedule:
             "oracle_fraction",
             "min_lr_ratio",
             "expand_fraction",
+            "repo_fraction",
         ):
             if not 0.0 <= float(getattr(self, f)) <= 1.0:
                 raise ValueError(f"train.{f} must be in [0, 1], got {getattr(self, f)}")

@@ -14,6 +14,11 @@ Three kinds of rows:
   so the model learns to ask for room where it has none (a mask decoded as `<|expand|>` becomes
   two masks). The end-token padding plays DreamOn's `<|delete|>` role for spans that are too long.
 
+Any of these rows may be a repository row (`repo_fraction` of them): it opens with chunks of
+other files of the same package directory, each under a `# path` comment line, exactly as the
+language server places other files' chunks before the prefix (`context.build_extra`, whose
+`chunk_text` header and newline are the file separator), so the model learns to read them.
+
 Mask levels t are stratified across a batch (`mask_levels`), as MDLM does.
 """
 
@@ -21,12 +26,14 @@ from __future__ import annotations
 
 import bisect
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from ..context import Tokens, build_extra
 from .checkpoint import dreamon_ids, special_ids
 from .corpus import SourceFile
 from .recipe import Schedule
@@ -42,15 +49,35 @@ class Batch:
 
 
 Example = tuple[list[int], list[bool], float, list[float]]  # ids, masked, weight, scale
+REPO_COMMENT = "#"  # the line comment the server puts before a Python file's chunk
+ROOT_PREFIXES = ("site-packages/",)  # corpus-root prefixes the server's paths never carry
 
 
 class Sampler:
     """Draws training examples from the corpus text, deterministically from its own RNG."""
 
-    def __init__(self, files: list[SourceFile], tok: Tokenizer, sched: Schedule, seed: int) -> None:
+    def __init__(
+        self,
+        files: list[SourceFile],
+        tok: Tokenizer,
+        sched: Schedule,
+        seed: int,
+        token_ids: Sequence[Tensor] | None = None,
+    ) -> None:
+        """`token_ids`: each file's ids as a 1-D tensor, already tokenised (plain windows are
+        then slices of it, no tokenizer call)."""
         if not files:
             raise ValueError("the sampler needs at least one source file")
+        if token_ids is not None and len(token_ids) != len(files):
+            raise ValueError("token_ids must hold one id list per file")
         self.texts = [f.text for f in files]
+        self.token_ids = token_ids
+        self.names = [_server_path(f.rel) for f in files]
+        self.dir_of = [f.rel.rsplit("/", 1)[0] if "/" in f.rel else "" for f in files]
+        self.groups: dict[str, list[int]] = {}
+        for i, d in enumerate(self.dir_of):
+            if d:
+                self.groups.setdefault(d, []).append(i)
         weights = [len(t) for t in self.texts]
         total = float(sum(weights))
         self.cum: list[float] = []
@@ -66,15 +93,36 @@ class Sampler:
         if sched.expand_fraction > 0 and self.expand_id is None:
             raise ValueError("expand_fraction > 0 needs a tokenizer that reserves <|expand|>")
 
-    def _text(self) -> str:
-        i = min(bisect.bisect_left(self.cum, self.rng.random()), len(self.texts) - 1)
-        return self.texts[i]
+    def _index(self) -> int:
+        return min(bisect.bisect_left(self.cum, self.rng.random()), len(self.texts) - 1)
 
     def _encode(self, s: str) -> list[int]:
         return list(self.tok.encode(s).ids) if s else []
 
-    def _window(self, chars: int) -> str:
-        text = self._text()
+    def _tokens(self, s: str) -> Tokens:
+        enc = self.tok.encode(s)
+        return Tokens(enc.ids, enc.offsets)
+
+    def _head(self, i: int) -> list[int]:
+        """The opening of a repository row for file i: 1-3 chunks of other files of its package
+        directory under their `# path` headers, within seq_len // 3 tokens; [] for other rows."""
+        if self.t.repo_fraction <= 0 or self.rng.random() >= self.t.repo_fraction:
+            return []
+        peers = [j for j in self.groups.get(self.dir_of[i], []) if j != i]
+        if not peers:
+            return []
+        budget = self.t.seq_len // 3
+        chosen = self.rng.sample(peers, min(len(peers), self.rng.randint(1, 3)))
+        chunks = [
+            (self.names[j], self._cut_window(self.texts[j], self.rng.randint(budget, 4 * budget)))
+            for j in chosen
+        ]
+        return list(build_extra(chunks, REPO_COMMENT, self._tokens, budget).ids)
+
+    def _window(self, chars: int, i: int | None = None) -> str:
+        return self._cut_window(self.texts[self._index() if i is None else i], chars)
+
+    def _cut_window(self, text: str, chars: int) -> str:
         if len(text) <= chars:
             return text
         start = self.rng.randrange(0, len(text) - chars)
@@ -85,7 +133,16 @@ class Sampler:
     def plain(self) -> list[int]:
         """A window of seq_len tokens of plain text (end-padded): the autoregressive rows."""
         n = self.t.seq_len
-        ids = self._encode(self._window(n * 6))[:n]
+        i = self._index()
+        head = self._head(i)
+        want = n - len(head)
+        if self.token_ids is not None:
+            toks = self.token_ids[i]
+            start = self.rng.randrange(0, len(toks) - want + 1) if len(toks) > want else 0
+            body = [int(x) for x in toks[start : start + want].tolist()]
+        else:
+            body = self._encode(self._window(want * 6, i))[:want]
+        ids = head + body
         return ids + [self.end_id] * (n - len(ids))
 
     def llada(self, t: float) -> Example:
@@ -113,7 +170,8 @@ class Sampler:
         n = self.t.seq_len
         max_span = min(self.t.max_span, n // 2)
         for _ in range(20):
-            text = self._window(n * 8)
+            i = self._index()
+            text = self._window(n * 8, i)
             if len(text) < 40:
                 continue
             a, b = self._cut(text)
@@ -131,11 +189,12 @@ class Sampler:
             span = min(max_span, len(mid) + extra)
             extra = span - len(mid)
             pre, suf = self._encode(text[:a]), self._encode(text[b:])
-            room = n - span
+            head = self._head(i)
+            room = n - span - len(head)
             keep_suf = min(len(suf), max(room // 4, room - len(pre), self.rng.randint(0, room)))
             keep_pre = min(len(pre), room - keep_suf)
-            ids = pre[len(pre) - keep_pre :] + mid + [self.end_id] * extra + suf[:keep_suf]
-            start = keep_pre
+            ids = head + pre[len(pre) - keep_pre :] + mid + [self.end_id] * extra + suf[:keep_suf]
+            start = len(head) + keep_pre
             ids += [self.end_id] * (n - len(ids))
             masked = [False] * n
             for i in range(start, start + span):
@@ -211,3 +270,11 @@ class Sampler:
     def ar_batch(self, size: int) -> Tensor:
         """[size, seq_len] plain windows for the autoregressive stage (every token scored)."""
         return torch.tensor([self.plain() for _ in range(size)], dtype=torch.long)
+
+
+def _server_path(rel: str) -> str:
+    """The path the server would name a corpus file by: relative to its package's root."""
+    for prefix in ROOT_PREFIXES:
+        if rel.startswith(prefix):
+            return rel[len(prefix) :]
+    return rel

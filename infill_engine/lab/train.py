@@ -41,7 +41,7 @@ from .tokenizer_build import train_tokenizer
 
 def shifted_logits(model: DiffusionTransformer, ids: Tensor) -> Tensor:
     """Logits scoring the token *at* each position, as the engine reads them (args.logits_shift)."""
-    positions = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
+    positions = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
     raw = model(ids, positions)
     if not model.args.logits_shift:
         return raw
@@ -58,8 +58,8 @@ def ar_loss(model: DiffusionTransformer, ids: Tensor) -> Tensor:
     if not model.args.logits_shift:
         raise ValueError("the autoregressive stage needs a shifted-logits (Dream) layout")
     t = ids.shape[1]
-    causal = torch.ones(t, t, dtype=torch.bool).tril()
-    positions = torch.arange(t).expand(ids.shape[0], -1)
+    causal = torch.ones(t, t, dtype=torch.bool, device=ids.device).tril()
+    positions = torch.arange(t, device=ids.device).expand(ids.shape[0], -1)
     raw = model(ids, positions, mask=causal)
     return F.cross_entropy(raw[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
 

@@ -1,0 +1,138 @@
+"""The prepared accelerator run (infill_engine.lab.gpu_run), end to end on the CPU at toy scale."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+from infill_engine import load
+from infill_engine.lab.checkpoint import build_model, save_model
+from infill_engine.lab.corpus import (
+    VENDOR_DIR_NAMES,
+    SourceFile,
+    is_held_out,
+    site_packages_roots,
+    split_corpus,
+    stdlib_root,
+)
+from infill_engine.lab.gpu_run import BUILTIN, build_corpus
+from infill_engine.lab.recipe import CorpusSpec, TrainConfig
+from infill_engine.lab.sampler import Sampler
+from infill_engine.params import InfillParams
+
+MIB16 = 16 * 2**20
+TOY = [
+    "--device", "cpu", "--minutes", "0.4", "--max-files", "300", "--workers", "2",
+    "--hidden", "64", "--layers", "2", "--heads", "2", "--kv-heads", "1", "--mlp", "128",
+    "--seq-len", "128", "--checkpoint-minutes", "0.05", "--log-every", "5",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("gpu_run") / "model"
+    cmd = [sys.executable, "-m", "infill_engine.lab.gpu_run", "--out", str(out), *TOY]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "[ar] step 5  loss" in done.stdout and "[diffusion] step 5  loss" in done.stdout
+    return out
+
+
+def meta_of(d: Path) -> dict[str, Any]:
+    return dict(json.loads((d / "training_meta.json").read_text()))
+
+
+def test_manifest_records_the_corpus(run_dir: Path) -> None:
+    m = meta_of(run_dir)["corpus_manifest"]
+    assert m["files"] == 300 and m["bytes"] > 100_000 and m["tokens"] > 20_000
+    packages = m["packages"]
+    assert sum(p["files"] for p in packages.values()) == 300
+    assert sum(p["tokens"] for p in packages.values()) == m["tokens"]
+    assert packages["stdlib"]["versions"] == {"python": m["python"]}
+    site = [p for name, p in packages.items() if name != "stdlib"]
+    assert any(v for p in site for v in p["versions"].values())  # installed versions read
+    listed = (run_dir / "corpus.txt").read_text().splitlines()
+    assert len(listed) == 300 and any(r.startswith("site-packages/") for r in listed)
+
+
+def test_held_out_and_vendored_files_stay_out(run_dir: Path) -> None:
+    listed = set((run_dir / "corpus.txt").read_text().splitlines())
+    stdlib = stdlib_root()
+    held = {p.relative_to(stdlib).as_posix() for p in stdlib.rglob("*.py")}
+    held = {r for r in held if is_held_out(r)}
+    assert held and not held & listed
+    assert not any(is_held_out(r) for r in listed)
+    assert not any(set(r.split("/")) & VENDOR_DIR_NAMES for r in listed)
+
+
+def test_full_corpus_has_no_vendored_trees_and_a_version_free_split() -> None:
+    vendored = [
+        p
+        for root in site_packages_roots()
+        for name in VENDOR_DIR_NAMES
+        for p in root.glob(f"*/{name}")
+    ]
+    assert vendored, "this installation should hold a vendored tree (pip/_vendor) to test with"
+    files, held = build_corpus(CorpusSpec(package_mb=24.0))
+    assert not any(set(f.rel.split("/")) & VENDOR_DIR_NAMES for f in files)
+    assert held and all(not f.rel.startswith(("python", "/")) for f in held)
+    assert [f.rel for f in held] == [f.rel for f in split_corpus()[1]]  # the evaluation set
+
+
+def test_a_checkpoint_after_each_stage_every_file_under_16_mib(run_dir: Path) -> None:
+    meta = meta_of(run_dir)
+    reasons = [c["reason"] for c in meta["checkpoints"]]
+    assert "end of ar" in reasons and reasons[-1] == "end of diffusion"
+    assert any(r.startswith("diffusion step") for r in reasons)  # time-based, mid-stage
+    assert [s["objective"] for s in meta["stages"]] == ["ar", "diffusion"]
+    assert all(s["steps"] > 0 and s["tokens_per_s"] > 0 for s in meta["stages"])
+    assert {p["stage"] for p in meta["curve"]} == {"ar", "diffusion"}
+    for d in (run_dir, run_dir / "ar"):
+        assert (d / "model.safetensors.index.json").is_file()
+        assert all(f.stat().st_size < MIB16 for f in d.iterdir() if f.is_file())
+    assert meta_of(run_dir / "ar")["stages"][-1]["objective"] == "ar"
+
+
+def test_the_result_loads_and_fills_a_hole(run_dir: Path) -> None:
+    for d in (run_dir, run_dir / "ar"):
+        engine = load(str(d), device="cpu")
+        res = engine.infill("def add(a, b):\n    ", "\n\nprint(add(1, 2))\n", InfillParams(span=8))
+        assert isinstance(res.text, str) and res.nfe_full + res.nfe_block >= 1
+
+
+def test_shards_load_like_one_file(tmp_path: Path) -> None:
+    tok = Tokenizer.from_file(str(BUILTIN / "tokenizer.json"))
+    cfg = TrainConfig.load()
+    net = build_model(cfg.model, tok).eval()
+    save_model(net, tok, cfg, tmp_path / "one", {"config": cfg.to_dict()})
+    save_model(net, tok, cfg, tmp_path / "many", {"config": cfg.to_dict()}, shard_bytes=3 * 2**20)
+    shards = sorted((tmp_path / "many").glob("model-*-of-*.safetensors"))
+    assert len(shards) >= 3 and all(s.stat().st_size <= 3 * 2**20 + 2**16 for s in shards)
+    assert not (tmp_path / "many" / "model.safetensors").exists()
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    a, b = (load(str(tmp_path / d), device="cpu").logits(ids) for d in ("one", "many"))
+    assert torch.equal(a, b)
+
+
+def test_repository_rows_open_with_the_servers_chunk_headers() -> None:
+    tok = Tokenizer.from_file(str(BUILTIN / "tokenizer.json"))
+    body = "def helper_{i}(x):\n    return x + {i}\n\n\n"
+    files = [
+        SourceFile(f"site-packages/pkg/mod{i}.py", "".join(body.format(i=i) for _ in range(20)))
+        for i in range(3)
+    ]
+    sched = TrainConfig.load().train
+    s = Sampler(files, tok, sched.__class__(seq_len=256, repo_fraction=1.0), seed=1)
+    text = tok.decode(s.plain())
+    assert text.startswith("# pkg/mod")  # chunk_text's header, without the corpus root
+    first = text.split("\n", 1)[0]
+    assert first.removeprefix("# ") in {f"pkg/mod{i}.py" for i in range(3)}
+    plain = Sampler(files, tok, sched.__class__(seq_len=256, repo_fraction=0.0), seed=1)
+    assert not tok.decode(plain.plain()).startswith("# ")
