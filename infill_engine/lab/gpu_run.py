@@ -320,7 +320,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--minutes", type=float, default=8.0, help="whole command, corpus included")
     ap.add_argument("--ar-share", type=float, default=0.35, help="share of training time for AR")
     ap.add_argument("--hidden", type=int, default=384)
-    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--heads", type=int, default=6)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--mlp", type=int, default=1024, help="intermediate size")
@@ -405,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     n_params = sum(p.numel() for p in model.parameters())
     reserve = min(SAVE_RESERVE_S, a.minutes * 3)  # 5 % of a short budget
     left = a.minutes * 60 - (time.monotonic() - t0) - 2 * reserve
+    if left < 10:
+        print(f"gpu_run: the corpus took the budget; {left:.0f}s left to train", file=sys.stderr)
     ar_s, diff_s = max(left * a.ar_share, 1.0), max(left * (1 - a.ar_share), 1.0)
     print(
         f"model: {n_params / 1e6:.2f} M params ({a.hidden}x{a.layers}, {a.heads}/{a.kv_heads} "
