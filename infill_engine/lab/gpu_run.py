@@ -42,7 +42,7 @@ from .checkpoint import build_model, save_model
 from .corpus import SourceFile, site_packages_roots, split_corpus
 from .recipe import CorpusSpec, Schedule, TrainConfig
 from .sampler import Batch, Sampler
-from .train import ar_loss, diffusion_loss, lr_at
+from .train import ar_loss, descend, diffusion_loss, lr_at
 
 BUILTIN = Path(__file__).resolve().parents[1] / "assets" / "builtin"
 SHARD_BYTES = 15 * 2**20  # each weight file under 16 MiB
@@ -250,10 +250,7 @@ def train_stage(
             else:
                 ids = rows.to(dev, non_blocking=True)
                 loss = ar_loss(model, ids)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), sched.grad_clip)
-        opt.step()
+        descend(model, opt, loss, sched.grad_clip)
         step += 1
         tokens += ids.numel()
         loss_sum += loss.detach().float()

@@ -163,10 +163,7 @@ def train(
             batch = sampler.batch(sched.batch_size)
             ids = batch.ids
             loss = diffusion_loss(model, batch)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), sched.grad_clip)
-        opt.step()
+        descend(model, opt, loss, sched.grad_clip)
         step += 1
         tokens += ids.numel()
         value = float(loss.item())
@@ -217,6 +214,15 @@ def _meta(
         "stages": done,
         "config": cfg.to_dict(),
     }
+
+
+def descend(model: DiffusionTransformer, opt: torch.optim.Optimizer, loss: Tensor, clip: float
+            ) -> None:  # fmt: skip
+    """One optimizer step on the loss, its gradient clipped to `clip`."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    opt.step()
 
 
 def main(argv: list[str] | None = None) -> int:
