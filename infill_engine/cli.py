@@ -8,9 +8,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .params import CACHE_MODES, DECODE_POLICIES
+
+if TYPE_CHECKING:
+    from .service.listen import Address
 
 
 def split_at(text: str, line: int, col: int) -> tuple[str, str]:
@@ -92,7 +95,6 @@ def serve(argv: list[str]) -> int:
     from .scheduler import MAX_BATCH, MAX_QUEUE
     from .service import (
         TOKEN_ENV,
-        Address,
         ServeError,
         Service,
         check_listen,
@@ -135,8 +137,6 @@ def serve(argv: list[str]) -> int:
     ray.add_argument("--wedged-s", type=float, default=WEDGED_S, help="a longer step fails health")
     a = ap.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="dllm-infill serve: %(message)s")
-    if a.ray:
-        return _serve_ray(a)
     try:
         try:
             address = parse_address(a.listen)
@@ -144,6 +144,8 @@ def serve(argv: list[str]) -> int:
             raise ServeError(f"--listen {e}") from None
         token = resolve_token(a.token_file)
         check_listen(address, token, a.allow_remote)  # before the model loads
+        if a.ray:
+            return _serve_ray(a, address, token)
         if a.max_batch < 1 or a.max_queue < 1:
             raise ServeError("--max-batch and --max-queue must be >= 1")
         engine = load(a.model, device=a.device, dtype=a.dtype, qwen2_as_diffusion=a.qwen2_diffusion)
@@ -177,22 +179,19 @@ def serve(argv: list[str]) -> int:
     return 0
 
 
-def _serve_ray(a: argparse.Namespace) -> int:
-    """`serve --ray`: the HTTP front on Ray Serve replicas (infill_engine/deploy)."""
-    from .service import ServeError, check_listen, parse_address, resolve_token
+def _serve_ray(a: argparse.Namespace, address: Address, token: str | None) -> int:
+    """`serve --ray`: the HTTP front on Ray Serve replicas (infill_engine/deploy); the address
+    and the token are checked already."""
+    from .deploy.spec import ReplicaSpec, Scaling
+    from .service import ServeError
 
-    def ready(bound: Any) -> None:
+    def ready(bound: Address) -> None:
         print(f"dllm-infill serve: listening on {bound} (model {a.model}, Ray Serve)",
               file=sys.stderr, flush=True)  # fmt: skip
 
     try:
-        address = parse_address(a.listen)
         if address.kind != "http":
             raise ServeError("--ray serves HTTP: --listen http://HOST:PORT")
-        token = resolve_token(a.token_file)
-        check_listen(address, token, a.allow_remote)
-        from .deploy.spec import ReplicaSpec, Scaling
-
         low, high = None, None
         if a.autoscale:
             low_text, _, high_text = a.autoscale.partition(":")

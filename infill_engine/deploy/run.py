@@ -17,8 +17,6 @@ from .app import build_app
 from .replica import Loader
 from .spec import APPLICATION, ReplicaSpec, Scaling
 
-log = logging.getLogger("infill_engine.deploy")
-
 
 def start_cluster(ray_address: str | None, spec: ReplicaSpec, scaling: Scaling) -> None:
     """Join the cluster at `ray_address` ("auto": the one `ray start` made on this machine), or
