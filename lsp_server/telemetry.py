@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from infill_engine.service.metrics import nearest_rank
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: sessions may then lose each other's counts
@@ -55,15 +57,6 @@ def state_file() -> Path:
     """Where the totals are kept: $XDG_STATE_HOME/dllm-infill/stats.json."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "dllm-infill" / "stats.json"
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The nearest-rank q-th percentile (0 < q <= 100), or None of nothing."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * q // 100))  # ceil(n·q/100)
-    return ordered[int(rank) - 1]
 
 
 def bucket_percentile(hist: list[int], q: float) -> float | None:
@@ -111,7 +104,7 @@ class Counts:
         out["acceptance_rate"] = round(self.accepted / self.shown, 3) if self.shown else None
         for q in (50, 95):
             if latencies is not None:
-                value = percentile(latencies, q)
+                value = nearest_rank(latencies, q)
                 out[f"p{q}_ms"] = None if value is None else round(value, 1)
             else:
                 out[f"p{q}_ms"] = bucket_percentile(self.latency_hist, q)
@@ -252,7 +245,7 @@ class Stats:
         now = time.monotonic()
         recent = [r for r in self._recent if now - r[0] <= RECENT_S]
         errors = sum(1 for r in recent if not r[2])
-        p50 = percentile([r[1] for r in recent if r[2]], 50)
+        p50 = nearest_rank([r[1] for r in recent if r[2]], 50)
         out: dict[str, Any] = {
             "recent_requests": len(recent),
             "recent_errors": errors,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import socket
 import sys
@@ -32,7 +31,9 @@ from typing import Any
 import httpx
 
 from ..deploy.spec import APPLICATION, DEPLOYMENT, ReplicaSpec, Scaling
-from .bench_serve import BENCH_HOLES
+from ..service.front import WEDGED_S
+from ..service.metrics import nearest_rank
+from .bench_serve import BENCH_HOLES, native_ask
 from .faults import FaultyLoader
 
 RETRIES = 4  # a client retries a request refused with 5xx or a lost connection this often,
@@ -65,20 +66,15 @@ class Load:
             "hung": sum(1 for o in self.outcomes if o.status == "hung"),
             "req_per_s": round(len(ok) / self.wall_s, 2) if self.wall_s else 0.0,
             "tok_per_s": round(sum(o.tokens for o in ok) / self.wall_s, 1) if self.wall_s else 0,
-            "p50_ms": round(_percentile(ms, 0.5), 1),
-            "p95_ms": round(_percentile(ms, 0.95), 1),
+            "p50_ms": round(nearest_rank(ms, 50) or 0.0, 1),
+            "p95_ms": round(nearest_rank(ms, 95) or 0.0, 1),
             "max_ms": round(ms[-1], 1) if ms else 0.0,
         }
 
 
-def _percentile(xs: list[float], q: float) -> float:
-    return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))] if xs else 0.0
-
-
 def ask(k: int, params: dict[str, Any]) -> dict[str, Any]:
-    prefix, suffix = BENCH_HOLES[k % len(BENCH_HOLES)]
-    return {"text": prefix + suffix, "offset": len(prefix), "languageId": "python",
-            "params": params}  # fmt: skip
+    """The k-th bench hole (bench-serve's, in turn) as a native call."""
+    return native_ask(BENCH_HOLES[k % len(BENCH_HOLES)], params)
 
 
 def one(client: httpx.Client, body: dict[str, Any]) -> Outcome:
@@ -157,16 +153,14 @@ class Cluster:
         self,
         replicas: int,
         loader: FaultyLoader | None = None,
-        wedged_s: float | None = None,
+        wedged_s: float = WEDGED_S,
         health_period_s: float = 5.0,
     ) -> None:
         from ray import serve
 
         from ..deploy.app import build_app
 
-        spec = ReplicaSpec(token=self.token, threads=1)
-        if wedged_s is not None:
-            spec = ReplicaSpec(token=self.token, threads=1, wedged_s=wedged_s)
+        spec = ReplicaSpec(token=self.token, threads=1, wedged_s=wedged_s)
         scaling = Scaling(
             replicas=replicas, health_period_s=health_period_s, health_timeout_s=health_period_s
         )

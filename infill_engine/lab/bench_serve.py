@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import Any
+
+from ..service.metrics import nearest_rank
 
 BENCH_HOLES = [
     ("def add(a, b):\n    return ", "\n"),
@@ -25,10 +26,11 @@ BENCH_HOLES = [
 ]
 
 
-def _percentile(xs: list[float], q: float) -> float:
-    """Nearest rank."""
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))] if xs else 0.0
+def native_ask(hole: tuple[str, str], params: dict[str, Any]) -> dict[str, Any]:
+    """A bench hole as a native `v2/infill` call's fields."""
+    prefix, suffix = hole
+    return {"text": prefix + suffix, "offset": len(prefix), "languageId": "python",
+            "params": params}  # fmt: skip
 
 
 def _bench_clients(
@@ -83,9 +85,7 @@ class _Client:
             self.msgpack = ServiceClient(address, token)
 
     def fill(self, hole: tuple[str, str], params: dict[str, Any]) -> int:
-        prefix, suffix = hole
-        ask = {"text": prefix + suffix, "offset": len(prefix), "languageId": "python",
-               "params": params}  # fmt: skip
+        ask = native_ask(hole, params)
         if self.http is not None:
             r = self.http.post("/v2/infill", json=ask)
             r.raise_for_status()
@@ -95,6 +95,7 @@ class _Client:
             if "error" in reply:
                 raise RuntimeError(str(reply["error"]))
             return int(reply["result"]["items"][0]["tokens"])
+        prefix, suffix = hole
         return int(self.msgpack.infill(prefix, suffix, params, priority="automatic")["tokens"])
 
     def __enter__(self) -> _Client:
@@ -201,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                 "wall_s": round(wall, 3),
                 "req_per_s": round(len(lat) / wall, 2),
                 "tok_per_s": round(tok / wall, 1),
-                "p50_ms": round(_percentile(lat, 0.5), 2),
-                "p95_ms": round(_percentile(lat, 0.95), 2),
+                "p50_ms": round(nearest_rank(lat, 50) or 0.0, 2),
+                "p95_ms": round(nearest_rank(lat, 95) or 0.0, 2),
                 "mean_batch": round(row_steps / max(1, steps), 2),
             }
         )

@@ -20,6 +20,14 @@ TOKENS_PER_PASS_BUCKETS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0)
 PREFIX = "dllm"
 
 
+def nearest_rank(values: Iterable[float], q: float) -> float | None:
+    """The nearest-rank q-th percentile (0 < q <= 100) of the values, or None of none."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[max(1, math.ceil(len(ordered) * q / 100)) - 1]
+
+
 @dataclass
 class Histogram:
     bounds: tuple[float, ...]

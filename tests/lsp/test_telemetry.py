@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from infill_engine.service.metrics import nearest_rank as percentile
 from lsp_server import telemetry
 from lsp_server.cli import main as cli_main
 from lsp_server.options import parse_options
-from lsp_server.telemetry import Counts, Stats, bucket_percentile, item_id, percentile, read_file
+from lsp_server.telemetry import Counts, Stats, bucket_percentile, item_id, read_file
 
 
 def as_sent(key: str | None) -> dict[str, object]:
