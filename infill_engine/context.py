@@ -87,11 +87,15 @@ class Extra:
 MIN_CUT_TOKENS = 16  # a chunk cut shorter than this (past its header) is dropped instead
 
 
+def chunk_header(name: str, comment: str) -> str:
+    """The line comment naming a chunk's file ("" for a chunk with no name)."""
+    return f"{comment} {name}\n" if name else ""
+
+
 def chunk_text(name: str, text: str, comment: str) -> str:
-    """One chunk as placed before the prefix: a line comment naming its file, then its text,
-    which ends in a newline."""
-    body = text if text.endswith("\n") else text + "\n"
-    return f"{comment} {name}\n{body}" if name else body
+    """One chunk as placed before the prefix: its header, then its text, which ends in a
+    newline."""
+    return chunk_header(name, comment) + (text if text.endswith("\n") else text + "\n")
 
 
 def build_extra(
@@ -110,7 +114,7 @@ def build_extra(
             parts.append((whole, tuple(toks.ids), name))
             left -= len(toks.ids)
             continue
-        header = f"{comment} {name}\n" if name else ""
+        header = chunk_header(name, comment)
         head_ids = tuple(tokenize(header).ids) if header else ()
         if left - len(head_ids) >= MIN_CUT_TOKENS:
             body = whole[len(header) :][-left * CHARS_PER_TOKEN_BOUND :]
