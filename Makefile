@@ -34,9 +34,12 @@ test: lint
 # - VS Code: setup_vscode.sh installs code-server and puppeteer-core into build/ (and Debian's
 #   chromium, ripgrep and libkrb5-dev when missing) and packages vscode-client's .vsix; the test
 #   drives the extension in code-server with headless chromium. DLLM_VSCODE_TESTS=0 skips it.
-# - llama.vim (llama.cpp's own plugin) in Neovim 0.11 against the HTTP front's /infill: only with
-#   LLAMA_VIM_DIR=<a checkout of github.com/ggml-org/llama.vim>; it runs curl (apt-get install curl).
+# - llama.vim (llama.cpp's own plugin) in Neovim 0.11 against the HTTP front's /infill: the pinned
+#   copy in tests/editors/vendor/llama.vim (LLAMA_VIM_DIR=<a checkout> for another); it runs curl,
+#   which setup_llama_vim.sh installs from Debian when missing.
+# Nothing is skipped: a test whose set-up fails fails.
 editor-test: $(STAMP)
+	bash tests/editors/setup_llama_vim.sh
 	if [ "$${DLLM_VSCODE_TESTS:-1}" != 0 ]; then bash tests/editors/setup_vscode.sh; fi
 	DLLM_EDITOR_TESTS=1 $(PY) -m pytest -q -rs tests/editors
 

@@ -2,13 +2,14 @@
 against the service's llama.cpp-compatible `POST /infill` (the HTTP front, the builtin model):
 it must show the model's fill as ghost text and accept it into the buffer with Tab.
 
-llama.vim is in no package registry, so its source comes from a checkout named by
-`LLAMA_VIM_DIR` (`git clone https://github.com/ggml-org/llama.vim`); without it the test is
-skipped. Neovim is the 0.11 wheel from PyPI that test_neovim.py installs. llama.vim talks
-through `curl`, which must be on PATH; every call it makes goes through a recorder placed ahead
-of the real curl on PATH (it saves the arguments and the JSON body, then runs curl), so the test
-can check what llama.vim sent and ask the server the same question again. Off unless
-DLLM_EDITOR_TESTS=1 (`make editor-test`), like the other editor tests.
+llama.vim is in no package registry, so a pinned copy of it (MIT, with its licence) is vendored
+under vendor/llama.vim (its README names the commit); `LLAMA_VIM_DIR` points the test at another
+checkout instead. Neovim is the 0.11 wheel from PyPI that test_neovim.py installs. llama.vim
+talks through `curl`, which must be on PATH (setup_llama_vim.sh installs it); every call it makes
+goes through a recorder placed ahead of the real curl on PATH (it saves the arguments and the
+JSON body, then runs curl), so the test can check what llama.vim sent and ask the server the
+same question again. Off unless DLLM_EDITOR_TESTS=1 (`make editor-test`), like the other editor
+tests; once asked for, a set-up that fails (no Neovim, no curl, no llama.vim) fails the test.
 """
 
 from __future__ import annotations
@@ -30,18 +31,13 @@ from infill_engine import Engine, load
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Service, ServiceThread, parse_address
 
-pytestmark = [
-    pytest.mark.skipif(
-        os.environ.get("DLLM_EDITOR_TESTS") != "1",
-        reason="editor tests run with DLLM_EDITOR_TESTS=1 (make editor-test)",
-    ),
-    pytest.mark.skipif(
-        not os.environ.get("LLAMA_VIM_DIR"),
-        reason="set LLAMA_VIM_DIR to a checkout of https://github.com/ggml-org/llama.vim",
-    ),
-]
+pytestmark = pytest.mark.skipif(
+    os.environ.get("DLLM_EDITOR_TESTS") != "1",
+    reason="editor tests run with DLLM_EDITOR_TESTS=1 (make editor-test)",
+)
 
 HERE = Path(__file__).resolve().parent
+VENDORED = HERE / "vendor" / "llama.vim"  # the pinned copy; vendor/llama.vim/README.md
 TOKEN = "llama-vim-token"
 LINE = 3  # the blank line inside mean()'s body in data/sample.py
 TYPED = "    total = "  # typed there; llama.vim asks for a fill once the cursor moves
@@ -54,9 +50,9 @@ tee "$n.body" | exec "{curl}" "$@"
 
 
 def llama_vim_dir() -> Path:
-    path = Path(os.environ["LLAMA_VIM_DIR"])
+    path = Path(os.environ.get("LLAMA_VIM_DIR") or VENDORED)
     if not (path / "autoload" / "llama.vim").is_file():
-        pytest.fail(f"LLAMA_VIM_DIR={path} has no autoload/llama.vim")
+        pytest.fail(f"{path} has no autoload/llama.vim (LLAMA_VIM_DIR names a llama.vim checkout)")
     return path
 
 
@@ -79,7 +75,9 @@ def recorder(work: Path) -> tuple[Path, Path]:
     """A folder holding the recording `curl`, and the folder its calls are saved in."""
     curl = shutil.which("curl")
     if curl is None:
-        pytest.fail("llama.vim runs curl, which is not installed (apt-get install curl)")
+        pytest.fail(
+            "llama.vim runs curl, which is not installed: run tests/editors/setup_llama_vim.sh"
+        )
     bin_dir, log = work / "bin", work / "calls"
     bin_dir.mkdir()
     log.mkdir()
