@@ -86,13 +86,19 @@ def load(
     device: str = "auto",
     dtype: str = "auto",
     qwen2_as_diffusion: bool = False,
+    quantize: str = "none",
 ) -> Engine:
-    """Load "builtin", an HF-format directory, or a hub id from the local cache. No remote code."""
+    """Load "builtin", an HF-format directory, or a hub id from the local cache. No remote code.
+    `quantize` ("none", "int8", "int4") quantizes the block weights once loaded (quantize.py)."""
     from .engine import Engine
     from .loader import load_model_dir
+    from .quantize import check_mode
 
     dev, dt = pick_device(device, dtype)
-    loaded = load_model_dir(model, dev, dt, qwen2_as_diffusion=qwen2_as_diffusion)
+    check_mode(quantize)  # before the weights are read: a bad mode or no torchao fails at once
+    loaded = load_model_dir(
+        model, dev, dt, qwen2_as_diffusion=qwen2_as_diffusion, quantize=quantize
+    )
     return Engine(
         loaded.model,
         loaded.tokenizer,

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from .params import CACHE_MODES, DECODE_POLICIES
 
+QUANTIZE_HELP = "weight-only int8/int4 through torchao (the quant extra); default none"
+
 if TYPE_CHECKING:
     from .service.listen import Address
 
@@ -38,6 +40,8 @@ def fill(argv: list[str]) -> int:
     ap.add_argument("--col", type=int, required=True, help="1-based")
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--quantize", choices=("none", "int8", "int4"), default="none",
+                    help=QUANTIZE_HELP)  # fmt: skip
     ap.add_argument("--qwen2-diffusion", action="store_true")
     ap.add_argument("--span", default="auto", help="tokens, or auto")
     ap.add_argument("--decode", choices=DECODE_POLICIES, default="threshold")
@@ -56,7 +60,8 @@ def fill(argv: list[str]) -> int:
             block_size=a.block_size, min_tokens=min(a.min_tokens, span) if span != "auto"
             else a.min_tokens,
         )  # fmt: skip
-        engine = load(a.model, device=a.device, qwen2_as_diffusion=a.qwen2_diffusion)
+        engine = load(a.model, device=a.device, qwen2_as_diffusion=a.qwen2_diffusion,
+                      quantize=a.quantize)  # fmt: skip
     except (OSError, ValueError) as e:
         print(f"dllm-infill fill: {e}", file=sys.stderr)
         return 2
@@ -121,6 +126,8 @@ def serve(argv: list[str]) -> int:
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--quantize", choices=("none", "int8", "int4"), default="none",
+                    help=QUANTIZE_HELP)  # fmt: skip
     ap.add_argument("--qwen2-diffusion", action="store_true")
     ap.add_argument("--max-batch", type=int, default=MAX_BATCH, help="requests decoded together")
     ap.add_argument("--max-queue", type=int, default=MAX_QUEUE, help="requests waiting, at most")
@@ -148,7 +155,8 @@ def serve(argv: list[str]) -> int:
             return _serve_ray(a, address, token)
         if a.max_batch < 1 or a.max_queue < 1:
             raise ServeError("--max-batch and --max-queue must be >= 1")
-        engine = load(a.model, device=a.device, dtype=a.dtype, qwen2_as_diffusion=a.qwen2_diffusion)
+        engine = load(a.model, device=a.device, dtype=a.dtype,
+                      qwen2_as_diffusion=a.qwen2_diffusion, quantize=a.quantize)  # fmt: skip
     except (ServeError, OSError, ValueError) as e:
         print(f"dllm-infill serve: {e}", file=sys.stderr)
         return 2
@@ -200,6 +208,7 @@ def _serve_ray(a: argparse.Namespace, address: Address, token: str | None) -> in
             low, high = int(low_text), int(high_text)
         spec = ReplicaSpec(
             model=str(a.model), device=a.device, dtype=a.dtype, qwen2_diffusion=a.qwen2_diffusion,
+            quantize=a.quantize,
             max_batch=a.max_batch, max_queue=a.max_queue, threads=a.threads,
             gpus=a.gpus_per_replica, token=token, wedged_s=a.wedged_s,
         )  # fmt: skip

@@ -307,6 +307,7 @@ def load_model_dir(
     dtype: torch.dtype,
     qwen2_as_diffusion: bool = False,
     with_tokenizer: bool = True,
+    quantize: str = "none",
 ) -> LoadedModel:
     path = resolve_model_dir(model)
     config = read_config(path)
@@ -323,6 +324,10 @@ def load_model_dir(
     tokenizer = load_tokenizer(path) if with_tokenizer else None
     mask_id, end_ids = special_ids(config, family, tokenizer, args.vocab_size)
     model_ = build_model(args, state, device)
+    if quantize != "none":  # weight-only, once the weights are on their device (quantize.py)
+        from .quantize import quantize_model
+
+        quantize_model(model_, quantize)
     return LoadedModel(
         model_,
         family,

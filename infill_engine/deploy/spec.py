@@ -29,6 +29,7 @@ class ReplicaSpec:
     device: str = "auto"
     dtype: str = "auto"
     qwen2_diffusion: bool = False
+    quantize: str = "none"  # weight-only int8/int4 of each replica's engine (quantize.py)
     max_batch: int = MAX_BATCH
     max_queue: int = MAX_QUEUE
     threads: int = 1  # torch CPU threads, and the CPUs the replica reserves in Ray
@@ -61,8 +62,9 @@ def load_engine(spec: ReplicaSpec) -> Engine:
 
     torch.set_num_threads(spec.threads)
     return load(
-        spec.model, device=spec.device, dtype=spec.dtype, qwen2_as_diffusion=spec.qwen2_diffusion
-    )
+        spec.model, device=spec.device, dtype=spec.dtype, qwen2_as_diffusion=spec.qwen2_diffusion,
+        quantize=spec.quantize,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
