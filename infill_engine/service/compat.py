@@ -5,9 +5,14 @@ back in their own shapes:
   before the cursor, `input_suffix` after it, `input_extra` chunks of other files (the native
   call's `extra`: placed before the prefix under their file names, cut to their own budget,
   `extra_tokens`, our extension, default 512), `n_predict` as the most tokens, `stop`,
-  `n_indent`, `response_fields`;
+  `n_indent`, `response_fields`, `n_cmpl` (that many fills: a list of replies when over 1);
 - OpenAI's `POST /v1/completions` with `prompt` + `suffix` (fill in the middle), `max_tokens`,
-  `temperature`, `top_p`, `stop`, `n`, `seed`, `stream`.
+  `temperature`, `top_p`, `stop`, `n`, `seed`, `stream`, `stream_options.include_usage`.
+
+Both echo the request's `model` (the served model's name when there is none), and both stream as
+their servers do (`llama_events`, `openai_events`): the fill as one event per fill, then the end,
+llama.cpp's last event carrying the reply's timings and `tokens_predicted`, OpenAI's usage on one
+last chunk of its own, and only when `stream_options.include_usage` asks for it.
 
 Either way the service plans the span (the planner reads the text around the cursor), so the
 model gets the length the hole needs, up to the client's token cap. Fields these routes do not
@@ -39,6 +44,7 @@ from .native import (
 from .wire import BadRequest, check_int
 
 MAX_STOPS = 16
+MAX_MODEL_CHARS = 256
 MAX_TOKENS = 4096
 DEFAULT_MAX_TOKENS = 128  # llama.vim's n_predict; OpenAI's own default (16) is too short for code
 
@@ -50,8 +56,9 @@ class CompatAsk:
     n_indent: int = 0  # llama.cpp: a line indented less than this ends the fill
     stream: bool = False
     response_fields: tuple[str, ...] | None = None
-    model: str | None = None
+    model: str | None = None  # echoed back when given
     warm_only: bool = False  # n_predict 0 / max_tokens 0: nothing to write (a cache warm-up)
+    include_usage: bool = False  # OpenAI's stream_options.include_usage: a last usage chunk
 
 
 def _str(body: dict[str, Any], name: str, default: str = "") -> str:
@@ -61,6 +68,20 @@ def _str(body: dict[str, Any], name: str, default: str = "") -> str:
     if not isinstance(v, str):
         raise BadRequest(f"{name} must be a string")
     return v
+
+
+def _model(body: dict[str, Any]) -> str | None:
+    model = _str(body, "model")
+    if len(model) > MAX_MODEL_CHARS:
+        raise BadRequest(f"model must be at most {MAX_MODEL_CHARS} characters")
+    return model or None
+
+
+def _stream(body: dict[str, Any]) -> bool:
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise BadRequest("stream must be a boolean")
+    return stream
 
 
 def _number(body: dict[str, Any], name: str, lo: float, hi: float) -> float | None:
@@ -159,24 +180,22 @@ def parse_llama(body: dict[str, Any]) -> CompatAsk:
         not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)
     ):
         raise BadRequest("response_fields must be a list of strings")
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise BadRequest("stream must be a boolean")
+    n_cmpl = _int(body, "n_cmpl", 1, MAX_CANDIDATES) or 1
     return CompatAsk(
         ask=_ask(
             prefix + suffix,
             len(prefix),
             language_id,
-            1,
+            n_cmpl,
             _params(body, max_tokens),
             tuple(chunks),
             EXTRA_TOKENS if extra_tokens is None else extra_tokens,
         ),
         stop=_stops(body),
         n_indent=_int(body, "n_indent", 0, 4096) or 0,
-        stream=stream,
+        stream=_stream(body),
         response_fields=tuple(fields) if fields else None,
-        model=_str(body, "model") or None,
+        model=_model(body),
         warm_only=max_tokens == 0,
     )
 
@@ -194,16 +213,20 @@ def parse_openai(body: dict[str, Any]) -> CompatAsk:
     max_tokens = _int(body, "max_tokens", 0, MAX_TOKENS)
     max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
     n = _int(body, "n", 1, MAX_CANDIDATES) or 1
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise BadRequest("stream must be a boolean")
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise BadRequest("stream_options must be an object")
+    include_usage = (options or {}).get("include_usage", False)
+    if not isinstance(include_usage, bool):
+        raise BadRequest("stream_options.include_usage must be a boolean")
     language_id = _language(body, [])
     return CompatAsk(
         ask=_ask(prompt + suffix, len(prompt), language_id, n, _params(body, max_tokens)),
         stop=_stops(body),
-        stream=stream,
-        model=_str(body, "model") or None,
+        stream=_stream(body),
+        model=_model(body),
         warm_only=max_tokens == 0,
+        include_usage=include_usage,
     )
 
 
@@ -232,21 +255,27 @@ def finish_reason(r: InfillResult, hit: str | None) -> str:
 
 
 def llama_reply(
-    c: CompatAsk, r: InfillResult | None, text: str, hit: str | None, model: str, n_ctx: int
+    c: CompatAsk,
+    r: InfillResult | None,
+    text: str,
+    hit: str | None,
+    model: str,
+    n_ctx: int,
+    index: int = 0,
 ) -> dict[str, Any]:
-    """llama.cpp's `/infill` answer (its non-streamed final result), narrowed to
-    `response_fields` when given, each named by its path ("timings/predicted_n"). `model` is
-    the served model, `n_ctx` its positions (llama.vscode's status bar reads it)."""
+    """llama.cpp's `/infill` answer (its final result) for the `index`-th fill, whole (`narrow`
+    cuts it to `response_fields`). `model` is the served model (the request's own name is
+    echoed), `n_ctx` its positions (llama.vscode's status bar reads it)."""
     tokens = r.tokens if r is not None else 0
     ms = r.elapsed_ms if r is not None else 0.0
     passes = r.nfe if r is not None else 0
     p = c.ask.params
     full: dict[str, Any] = {
-        "index": 0,
+        "index": index,
         "content": text,
         "id_slot": 0,
         "stop": True,
-        "model": model,
+        "model": c.model or model,
         "generation_settings": {
             "n_ctx": n_ctx,
             "n_predict": 0 if c.warm_only else p.max_span,
@@ -273,6 +302,12 @@ def llama_reply(
             "forward_passes": passes,
         },
     }
+    return full
+
+
+def narrow(c: CompatAsk, full: dict[str, Any]) -> dict[str, Any]:
+    """A reply cut to `response_fields` when given, each named by its path
+    ("timings/predicted_n")."""
     if c.response_fields is None:
         return full
     out: dict[str, Any] = {}
@@ -300,7 +335,7 @@ def openai_reply(
         "id": f"cmpl-{uuid.uuid4().hex[:24]}",
         "object": "text_completion",
         "created": int(time.time()),
-        "model": model,
+        "model": c.model or model,
         "choices": [
             {"text": t, "index": i, "logprobs": None, "finish_reason": f}
             for i, (t, f) in enumerate(choices)
@@ -311,3 +346,34 @@ def openai_reply(
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+def llama_events(c: CompatAsk, replies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A streamed `/infill` from its whole replies (`llama_reply`): each fill as one event, then
+    each one's final event, as llama.cpp's last: the reply (timings, `tokens_predicted`,
+    `stop_type`, ..., narrowed as a plain reply) with no content and `stop`."""
+    events = []
+    for i, reply in enumerate(replies):
+        tokens = reply["tokens_predicted"]
+        events.append({"index": i, "content": reply["content"], "stop": False, "id_slot": 0,
+                       "tokens_predicted": tokens, "tokens_evaluated": 0})  # fmt: skip
+    for i, reply in enumerate(replies):
+        events.append({**narrow(c, reply), "index": i, "content": "", "stop": True})
+    return events
+
+
+def openai_events(c: CompatAsk, reply: dict[str, Any]) -> list[dict[str, Any]]:
+    """A streamed `/v1/completions`: a chunk with each choice's text, then one with each one's
+    `finish_reason`, then, under `stream_options.include_usage`, a chunk of no choices with the
+    usage (every other chunk then has `usage: null`, as OpenAI's)."""
+    head = {k: reply[k] for k in ("id", "object", "created", "model")}
+    if c.include_usage:
+        head["usage"] = None
+    chunks = []
+    for choice in reply["choices"]:
+        chunks.append({**head, "choices": [{**choice, "finish_reason": None}]})
+    for choice in reply["choices"]:
+        chunks.append({**head, "choices": [{**choice, "text": ""}]})
+    if c.include_usage:
+        chunks.append({**head, "choices": [], "usage": reply["usage"]})
+    return chunks

@@ -53,6 +53,8 @@ class ServiceCounters:
     bad_frames: int = 0
     slow_readers: int = 0  # dropped for letting their outbox fill
     disconnect_cancels: int = 0  # requests cancelled because their client went away
+    header_timeouts: int = 0  # HTTP connections closed for headers that did not arrive in time
+    stalled_evictions: int = 0  # HTTP bodies still arriving, refused to make room (slots.py)
 
 
 class Host(Protocol):
@@ -174,8 +176,9 @@ class Connection:
             self.send(error(None, "hello", "timeout", "no hello in time"))
             return False
         if isinstance(first, FrameError):
-            service.counters.bad_frames += 1
-            self.send(error(None, "hello", "bad_frame", str(first)))
+            if first.code == "bad_frame":
+                service.counters.bad_frames += 1
+            self.send(error(first.rid, "hello", first.code, str(first)))
             return False
         rid = first.get("id") if isinstance(first.get("id"), int | str) else None
         if first.get("type") != "hello":
@@ -215,9 +218,11 @@ class Connection:
         return True
 
     def _dispatch(self, item: Message | FrameError) -> str | None:
-        if isinstance(item, FrameError):
-            self.service.counters.bad_frames += 1
-            self.send(error(None, None, "bad_frame", str(item)))
+        if isinstance(item, FrameError):  # a bad frame, or a map with broken text (frames.py)
+            if item.code == "bad_frame":
+                self.service.counters.bad_frames += 1
+            if item.kind != "cancel":  # a cancel is never answered, a broken one neither
+                self.send(error(item.rid, item.kind, item.code, str(item)))
             return "stop" if item.fatal else None
         kind = item.get("type")
         kind_name = kind if isinstance(kind, str) else None

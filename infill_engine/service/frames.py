@@ -1,6 +1,8 @@
 """Frames of the engine service: a 4-byte big-endian length and a msgpack map, either way.
 Decoding never raises on any bytes: a bad frame is a `FrameError` in its place, and a length over
-the limit is a fatal one, after which the stream cannot be followed."""
+the limit is a fatal one, after which the stream cannot be followed. A well-formed map with a
+string that is not text (text.py) is a `FrameError` too, of code `bad_request`, naming the field
+and carrying the message's id, so that its request is answered like any other bad field."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgpack
+
+from .text import unicode_fault
 
 MAX_FRAME = 1 << 20  # bytes of one msgpack payload, either way
 HEADER = 4
@@ -18,11 +22,24 @@ Message = dict[str, Any]
 
 class FrameError(Exception):
     """A frame that is not a msgpack map. `fatal`: the stream cannot be followed past it (a
-    length over the limit), so the connection ends after the error reply."""
+    length over the limit), so the connection ends after the error reply. `code` is the error
+    code of the reply: `bad_frame`, or `bad_request` for a map whose text is broken, whose
+    `rid` and `kind` are the message's id and type (when those are clean) to answer it by."""
 
-    def __init__(self, message: str, fatal: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        fatal: bool = False,
+        *,
+        code: str = "bad_frame",
+        rid: int | str | None = None,
+        kind: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.fatal = fatal
+        self.code = code
+        self.rid = rid
+        self.kind = kind
 
 
 def encode_frame(message: Mapping[str, Any], max_frame: int = MAX_FRAME) -> bytes:
@@ -33,15 +50,26 @@ def encode_frame(message: Mapping[str, Any], max_frame: int = MAX_FRAME) -> byte
 
 
 def decode_payload(body: bytes) -> Message:
-    """One frame's payload -> a map with string keys, or FrameError."""
+    """One frame's payload -> a map with string keys whose strings are all text, or FrameError."""
     try:
-        obj = msgpack.unpackb(body, raw=False, use_list=True, strict_map_key=True)
+        obj = msgpack.unpackb(
+            body, raw=False, use_list=True, strict_map_key=True, unicode_errors="surrogateescape"
+        )
     except Exception as e:  # msgpack raises several kinds for malformed input
         raise FrameError(f"malformed msgpack: {type(e).__name__}: {e}"[:200]) from None
     if not isinstance(obj, dict):
         raise FrameError(f"a message must be a msgpack map, got {type(obj).__name__}")
     if not all(isinstance(k, str) for k in obj):
         raise FrameError("a message's keys must be strings")
+    if (fault := unicode_fault(obj)) is not None:
+        rid, kind = obj.get("id"), obj.get("type")
+        clean_id = isinstance(rid, int | str) and not isinstance(rid, bool)
+        raise FrameError(
+            fault,
+            code="bad_request",
+            rid=rid if clean_id and unicode_fault(rid) is None else None,
+            kind=kind if isinstance(kind, str) and unicode_fault(kind) is None else None,
+        )
     return obj
 
 

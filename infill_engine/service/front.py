@@ -22,6 +22,9 @@ MAX_INFLIGHT = 16  # infill requests one connection may have queued or running
 OUTBOX = 64  # replies waiting for a connection's writer; a client that lets it fill is dropped
 MAX_BODY = 4 << 20  # bytes of one HTTP request body
 BODY_TIMEOUT_S = 10.0  # an HTTP body that takes longer to arrive is a slow client: 408
+HEADER_TIMEOUT_S = 10.0  # and HTTP headers likewise (headers.py): 408 and the connection closed
+HTTP_SLOTS = 256  # requests the HTTP front holds at once (slots.py); past it: 503
+HTTP_SLOTS_PER_PEER = 128  # of which one client address may hold
 WEDGED_S = 30.0  # one join-and-step running longer than this: the engine is wedged
 
 
@@ -41,6 +44,9 @@ class Service:
         outbox: int = OUTBOX,
         max_body: int = MAX_BODY,
         body_timeout_s: float = BODY_TIMEOUT_S,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+        http_slots: int = HTTP_SLOTS,
+        http_slots_per_peer: int = HTTP_SLOTS_PER_PEER,
         wedged_s: float = WEDGED_S,
     ) -> None:
         self.scheduler = scheduler
@@ -53,6 +59,9 @@ class Service:
         self.outbox = outbox
         self.max_body = max_body  # the HTTP front's (http.py)
         self.body_timeout_s = body_timeout_s
+        self.header_timeout_s = header_timeout_s
+        self.http_slots = http_slots
+        self.http_slots_per_peer = http_slots_per_peer
         self.wedged_s = wedged_s
         self.started = time.monotonic()
         self.connections: set[Connection] = set()

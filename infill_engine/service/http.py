@@ -27,10 +27,12 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import msgpack
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -40,17 +42,29 @@ from ..params import InfillResult
 from ..planner import SpanPlan
 from ..scheduler import Ticket
 from ..stop import StopRule
-from .compat import CompatAsk, clip, finish_reason, llama_reply, openai_reply, parse_llama
+from .compat import (
+    CompatAsk,
+    clip,
+    finish_reason,
+    llama_events,
+    llama_reply,
+    narrow,
+    openai_events,
+    openai_reply,
+    parse_llama,
+)
 from .compat import parse_openai as parse_openai_body
 from .frames import FrameError, decode_payload
 from .front import Service
 from .native import NativeAsk, Prepared, native_result, parse_native, run_native
 from .refine import parse_refine, run_refine
+from .slots import Slot, Slots
+from .text import unicode_fault
 from .wire import BadRequest
-from .work import Pending, Refusal
+from .work import HTTP_STATUS, Pending, Refusal
 
-MAX_HTTP_INFLIGHT = 256  # requests the HTTP front holds at once; past it: 503
 MSGPACK = "application/msgpack"
+ERROR_TYPES = {status: code for code, status in HTTP_STATUS.items() if code != "unknown_method"}
 
 Done = list[tuple[InfillResult, Ticket]]
 T = TypeVar("T")
@@ -61,15 +75,27 @@ def error_response(refusal: Refusal) -> JSONResponse:
     return JSONResponse(refusal.body(), status_code=refusal.status, headers=headers)
 
 
+@dataclass(frozen=True)
+class Shape(Generic[T]):
+    """How a compatible route writes its answer: `build` makes it from the fills, `plain` is
+    the body of a plain reply, `events` the server-sent events of a streamed one (`done`: end
+    them with `data: [DONE]`, as OpenAI's do)."""
+
+    build: Callable[[CompatAsk, Prepared, Done], T]
+    plain: Callable[[CompatAsk, T], Any]
+    events: Callable[[CompatAsk, T], list[dict[str, Any]]]
+    done: bool
+
+
 class HttpFront:
     """`app` is the ASGI application; `service` the shared msgpack front's state."""
 
-    def __init__(self, service: Service, *, max_inflight: int = MAX_HTTP_INFLIGHT) -> None:
+    def __init__(self, service: Service, *, max_inflight: int | None = None) -> None:
         self.service = service
         self.max_body = service.max_body
         self.body_timeout_s = service.body_timeout_s
-        self.max_inflight = max_inflight
-        self.inflight = 0
+        total = service.http_slots if max_inflight is None else max_inflight
+        self.slots = Slots(total, min(total, service.http_slots_per_peer))
         self.app = Starlette(
             routes=[
                 Route("/health", self.health, methods=["GET"]),
@@ -79,8 +105,13 @@ class HttpFront:
                 Route("/v1/completions", self.completions, methods=["POST"]),
                 Route("/v2/infill", self.native, methods=["POST"]),
                 Route("/v2/refine", self.refine, methods=["POST"]),
-            ]
+            ],
+            exception_handlers={HTTPException: _http_error},
         )
+
+    @property
+    def inflight(self) -> int:
+        return self.slots.held
 
     # -- plain routes -----------------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
@@ -88,14 +119,14 @@ class HttpFront:
         return JSONResponse(health, status_code=200 if health["status"] == "ok" else 503)
 
     async def metrics(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
+        if (refused := self._auth(request, "metrics")) is not None:
             return refused
         stats = self.service.stats()
         text = self.service.metrics.render(stats, stats["service"])
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     async def models(self, request: Request) -> Response:
-        if (refused := self._auth(request)) is not None:
+        if (refused := self._auth(request, "models")) is not None:
             return refused
         model = {
             "id": self.service.model,
@@ -107,19 +138,30 @@ class HttpFront:
 
     # -- the calls --------------------------------------------------------------------------------
     async def infill(self, request: Request) -> Response:
-        """llama.cpp's `/infill`."""
+        """llama.cpp's `/infill`: one reply, or a list of them for `n_cmpl` over 1."""
+        model, n_ctx = self.service.model, self.service.max_positions
 
-        async def answer(c: CompatAsk, prepared: Prepared, done: Done) -> dict[str, Any]:
-            r = done[0][0] if done else None
-            text, hit = clip(r.text, c.stop, c.n_indent) if r is not None else ("", None)
-            return llama_reply(c, r, text, hit, self.service.model, self.service.max_positions)
+        def build(c: CompatAsk, prepared: Prepared, done: Done) -> list[dict[str, Any]]:
+            if not done:  # nothing was written (a warm-up)
+                return [llama_reply(c, None, "", None, model, n_ctx, i)
+                        for i in range(c.ask.candidates)]  # fmt: skip
+            replies = []
+            for i, (r, _) in enumerate(done):
+                text, hit = clip(r.text, c.stop, c.n_indent)
+                replies.append(llama_reply(c, r, text, hit, model, n_ctx, i))
+            return replies
 
-        return await self._compat(request, "infill", parse_llama, answer)
+        def plain(c: CompatAsk, replies: list[dict[str, Any]]) -> Any:
+            bodies = [narrow(c, r) for r in replies]
+            return bodies if c.ask.candidates > 1 else bodies[0]
+
+        shape = Shape(build, plain, llama_events, done=False)
+        return await self._compat(request, "infill", parse_llama, shape)
 
     async def completions(self, request: Request) -> Response:
         """OpenAI's `/v1/completions`, `suffix` making it a fill in the middle."""
 
-        async def answer(c: CompatAsk, prepared: Prepared, done: Done) -> dict[str, Any]:
+        def build(c: CompatAsk, prepared: Prepared, done: Done) -> dict[str, Any]:
             choices = [("", "length")] * c.ask.candidates if c.warm_only else []
             for r, _ in done:
                 text, hit = clip(r.text, c.stop, 0)
@@ -128,7 +170,8 @@ class HttpFront:
             tokens = sum(r.tokens for r, _ in done)
             return openai_reply(c, choices, len(ids), tokens, self.service.model)
 
-        return await self._compat(request, "completions", parse_openai_body, answer)
+        shape = Shape(build, lambda c, body: body, openai_events, done=True)
+        return await self._compat(request, "completions", parse_openai_body, shape)
 
     async def native(self, request: Request) -> Response:
         """The native call: JSON in and out, or msgpack (`Content-Type: application/msgpack`,
@@ -160,31 +203,27 @@ class HttpFront:
         request: Request,
         route: str,
         parse: Callable[[dict[str, Any]], CompatAsk],
-        answer: Callable[[CompatAsk, Prepared, Done], Awaitable[dict[str, Any]]],
+        shape: Shape[Any],
     ) -> Response:
         async def run() -> Response:
             c = parse(await self._body(request, False))
             if c.stream:
                 return StreamingResponse(
-                    self._events(request, route, c, answer), media_type="text/event-stream"
+                    self._events(request, route, c, shape), media_type="text/event-stream"
                 )
             if c.warm_only:  # nothing to write: a client warming its cache (llama.vim's ring)
-                return JSONResponse(await answer(c, self._empty(c), []))
+                return JSONResponse(shape.plain(c, shape.build(c, self._empty(c), [])))
             prepared, done = await self._rows(request, c.ask)
-            return JSONResponse(await answer(c, prepared, done))
+            return JSONResponse(shape.plain(c, shape.build(c, prepared, done)))
 
         return await self._guarded(request, route, run)
 
     async def _events(
-        self,
-        request: Request,
-        route: str,
-        c: CompatAsk,
-        answer: Callable[[CompatAsk, Prepared, Done], Awaitable[dict[str, Any]]],
+        self, request: Request, route: str, c: CompatAsk, shape: Shape[Any]
     ) -> AsyncIterator[str]:
         """Server-sent events of a streamed call; a client that goes away before the fill is
         done cancels its rows, as in a plain call."""
-        self.inflight += 1
+        slot = self.slots.hold(_peer(request))  # admitted already: its own place till the end
         started = time.monotonic()
         code, done = "ok", Done()
         try:
@@ -193,15 +232,9 @@ class HttpFront:
                 prepared = self._empty(c)
             else:
                 prepared, done = await self._rows(request, c.ask)
-            body = await answer(c, prepared, done)
-            if route == "infill":
-                yield _event({**body, "stop": False, "content": body.get("content", "")})
-                yield _event({"content": "", "stop": True})
-            else:
-                for choice in body["choices"]:
-                    yield _event({**body, "choices": [{**choice, "finish_reason": None}]})
-                for choice in body["choices"]:
-                    yield _event({**body, "choices": [{**choice, "text": ""}]})
+            for event in shape.events(c, shape.build(c, prepared, done)):
+                yield _event(event)
+            if shape.done:
                 yield "data: [DONE]\n\n"
         except Refusal as e:
             code = e.code
@@ -210,22 +243,24 @@ class HttpFront:
             code = "cancelled"
             raise
         finally:
-            self.inflight -= 1
+            slot.release()
             results = [r for r, _ in done]
             self.service.metrics.observe("http", route, code, time.monotonic() - started, results)
 
     async def _guarded(
         self, request: Request, route: str, run: Callable[[], Awaitable[Response]]
     ) -> Response:
-        """Auth, the in-flight cap, refusals as error responses, and the metrics."""
-        if (refused := self._auth(request)) is not None:
-            return refused
-        if self.inflight >= self.max_inflight:
-            busy = f"{self.max_inflight} HTTP requests already in flight"
-            return error_response(Refusal("busy", busy))
+        """Auth, a slot (slots.py), refusals as error responses, and the metrics: every answer
+        but a stream's (which records itself when done) is counted here, 401s and 503s too."""
         started = time.monotonic()
-        self.inflight += 1
+        if (refused := self._auth(request, route)) is not None:
+            return refused
         code = "ok"
+        try:
+            request.state.slot = slot = self.slots.take(_peer(request))
+        except Refusal as e:
+            self._observe(route, e.code, started)
+            return error_response(e)
         try:
             response = await run()
         except BadRequest as e:  # a field the parsers refused
@@ -235,13 +270,19 @@ class HttpFront:
             code = e.code
             response = error_response(e)
         finally:
-            self.inflight -= 1
-        if not isinstance(response, StreamingResponse):  # a stream records itself when done
-            results = getattr(request.state, "results", [])
-            self.service.metrics.observe("http", route, code, time.monotonic() - started, results)
+            slot.release()
+        if not isinstance(response, StreamingResponse):
+            self._observe(route, code, started, getattr(request.state, "results", []))
         return response
 
-    def _auth(self, request: Request) -> Response | None:
+    def _observe(
+        self, route: str, code: str, started: float, results: list[InfillResult] | None = None
+    ) -> None:
+        seconds = time.monotonic() - started
+        self.service.metrics.observe("http", route, code, seconds, results or [])
+
+    def _auth(self, request: Request, route: str) -> Response | None:
+        """None when the request carries the token; else the 401, counted."""
         token = self.service.token
         if token is None:
             return None
@@ -251,10 +292,12 @@ class HttpFront:
         ):
             return None
         self.service.counters.unauthorized += 1
+        self._observe(route, "unauthorized", time.monotonic())
         return error_response(Refusal("unauthorized", "a valid bearer token is required"))
 
     async def _body(self, request: Request, packed: bool) -> dict[str, Any]:
-        """The body as a map: at most max_body bytes, within body_timeout_s."""
+        """The body as a map of text (text.py): at most max_body bytes, within body_timeout_s,
+        unless its slot is taken back first for a newcomer (slots.py): then 408 as well."""
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:
             raise Refusal("too_large", f"the body is over {self.max_body} bytes")
@@ -268,15 +311,27 @@ class HttpFront:
                 chunks.append(chunk)
             return b"".join(chunks)
 
+        slot: Slot = request.state.slot
+        reading = asyncio.ensure_future(read())
+        either: set[asyncio.Future[Any]] = {reading, slot.evicted}
         try:
-            raw = await asyncio.wait_for(read(), self.body_timeout_s)
-        except asyncio.TimeoutError:
-            raise Refusal(
-                "timeout", f"the body did not arrive in {self.body_timeout_s:g}s"
-            ) from None
+            await asyncio.wait(
+                either, timeout=self.body_timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            reading.cancel()  # a no-op once it is done
+        if not reading.done() or reading.cancelled():
+            if slot.evicted.done():
+                self.service.counters.stalled_evictions += 1
+                waited = time.monotonic() - slot.started
+                raise Refusal("timeout", f"the body was still arriving after {waited:.1f}s "
+                              "and its place went to another request")  # fmt: skip
+            raise Refusal("timeout", f"the body did not arrive in {self.body_timeout_s:g}s")
+        raw = reading.result()  # raises its Refusal (too large)
+        slot.arrived()
         if packed:
             try:
-                return decode_payload(raw)
+                return decode_payload(raw)  # its text checked too
             except FrameError as e:
                 raise Refusal("bad_request", str(e)) from None
         try:
@@ -285,6 +340,8 @@ class HttpFront:
             raise Refusal("bad_request", f"malformed JSON: {e}"[:200]) from None
         if not isinstance(body, dict):
             raise Refusal("bad_request", "the body must be a JSON object")
+        if (fault := unicode_fault(body)) is not None:  # "\ud800" is JSON, but not text
+            raise Refusal("bad_request", fault)
         return body
 
     async def _rows(self, request: Request, ask: NativeAsk) -> tuple[Prepared, Done]:
@@ -320,6 +377,20 @@ class HttpFront:
         """What a call with nothing to write (a token cap of 0) answers from."""
         plan = SpanPlan("line", 0, 0, StopRule(), 0, 0, c.ask.language_id, None)
         return Prepared(plan, Context("", "", c.ask.offset, c.ask.offset), [])
+
+
+def _peer(request: Request) -> str:
+    """The client's address, which slots are bounded by (slots.py)."""
+    return request.client.host if request.client is not None else ""
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route: 404, a wrong method: 405) as JSON errors."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+    headers = exc.headers if isinstance(exc, HTTPException) else None
+    body = {"error": {"code": status, "type": ERROR_TYPES.get(status, "http"), "message": detail}}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _is_msgpack(request: Request) -> bool:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 
 from .front import Service
-from .listen import Address, ServeError, bind_unix, check_listen
+from .listen import Address, ServeError, bind_unix, check_listen, client_hint
 
 log = logging.getLogger("infill_engine.service")
 
@@ -74,11 +74,17 @@ async def _serve_http(
 ) -> None:
     """The HTTP front (http.py) under uvicorn, on this event loop."""
     import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+    from .headers import header_deadline
     from .http import HttpFront
+
+    def expired() -> None:
+        service.counters.header_timeouts += 1
 
     config = uvicorn.Config(
         HttpFront(service).app,
+        http=header_deadline(AutoHTTPProtocol, service.header_timeout_s, expired),
         host=address.host,
         port=address.port,
         log_level="warning",
@@ -104,6 +110,8 @@ async def _serve_http(
         log.debug("listening on %s (model %s)", bound, service.model)
         if ready is not None:
             ready(bound)
+        if service.token is not None:  # to paste into a client (serve's log, on stderr)
+            log.info("%s", client_hint(bound, service.token))
         waiter = asyncio.ensure_future(stop.wait() if stop is not None else asyncio.Event().wait())
         await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()

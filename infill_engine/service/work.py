@@ -7,6 +7,9 @@ one of the service's error codes, which each front writes in its own format.
 |---------------|--------------------------------------------------------|------|
 | bad_request   | a field the engine cannot run (checked here or by it)  | 400  |
 | unauthorized  | no valid token                                         | 401  |
+| not_found     | no such route                                          | 404  |
+| method_not_allowed | a route asked with the wrong method               | 405  |
+| timeout       | headers or a body that did not arrive in time          | 408  |
 | too_large     | a body over the limit                                  | 413  |
 | busy          | the queue or the in-flight limit is full               | 503  |
 | deadline      | the deadline passed before it could start              | 504  |
@@ -36,6 +39,7 @@ HTTP_STATUS = {
     "unauthorized": 401,
     "not_found": 404,
     "unknown_method": 404,
+    "method_not_allowed": 405,
     "too_large": 413,
     "timeout": 408,
     "cancelled": 499,

@@ -458,3 +458,146 @@ def test_a_selection_is_not_its_own_context(engine: Engine) -> None:
     assert (ctx.prefix_start, ctx.suffix_end) == (0, len(text))
     assert prepared.plan.kind == "selection"
     assert native_result(prepared, [])["context"] == {"start": 0, "end": len(text)}
+
+
+# -- what llama.cpp, OpenAI and the docs say, and what /metrics counts -----------------------------
+def test_no_such_route_and_a_wrong_method_are_json_errors(served: Any) -> None:
+    """Starlette answered both in plain text, where every other error is a JSON object."""
+    client, _, _, _ = served
+    r = client.get("/no/such/route", headers=AUTH)
+    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found", r.text
+    r = client.get("/v2/infill", headers=AUTH)
+    assert r.status_code == 405 and r.json()["error"]["type"] == "method_not_allowed", r.text
+    assert "POST" in r.headers["allow"]
+
+
+def test_the_requests_model_is_echoed(served: Any) -> None:
+    client, _, _, _ = served
+    llama = {"input_prefix": DOC[:CURSOR], "input_suffix": DOC[CURSOR:], "n_predict": 4,
+             "model": "qwen2.5-coder"}  # fmt: skip
+    assert client.post("/infill", headers=AUTH, json=llama).json()["model"] == "qwen2.5-coder"
+    openai = {"prompt": DOC[:CURSOR], "suffix": DOC[CURSOR:], "max_tokens": 4, "model": "gpt-x"}
+    assert client.post("/v1/completions", headers=AUTH, json=openai).json()["model"] == "gpt-x"
+    del openai["model"]  # none asked: the served model's name
+    assert client.post("/v1/completions", headers=AUTH, json=openai).json()["model"] == "builtin"
+    r = client.post("/v1/completions", headers=AUTH, json={**openai, "model": "m" * 300})
+    assert r.status_code == 400 and "model" in r.json()["error"]["message"]
+
+
+def _events(client: httpx.Client, route: str, body: dict[str, Any]) -> list[Any]:
+    with client.stream("POST", route, headers=AUTH, json={**body, "stream": True}) as s:
+        data = [line[6:] for line in s.iter_lines() if line.startswith("data: ")]
+    return [e if e == "[DONE]" else json.loads(e) for e in data]
+
+
+def test_the_last_infill_event_carries_timings_and_tokens_predicted(served: Any) -> None:
+    """As llama.cpp's stream ends: the final event is the reply without content."""
+    client, _, _, _ = served
+    llama = {"input_prefix": DOC[:CURSOR], "input_suffix": DOC[CURSOR:], "n_predict": 8,
+             "languageId": "python"}  # fmt: skip
+    plain = client.post("/infill", headers=AUTH, json=llama).json()
+    *fills, last = _events(client, "/infill", llama)
+    assert [e["content"] for e in fills] == [plain["content"]] and not fills[0]["stop"]
+    assert fills[0]["tokens_predicted"] == plain["tokens_predicted"]
+    assert last["stop"] is True and last["content"] == ""
+    assert last["tokens_predicted"] == plain["tokens_predicted"] >= 1
+    assert last["timings"]["predicted_n"] == plain["tokens_predicted"]
+    assert last["stop_type"] == plain["stop_type"] and last["model"] == "builtin"
+
+
+def test_openai_usage_streams_once_and_only_when_asked(served: Any) -> None:
+    """Usage was on every chunk; OpenAI sends it on one last chunk of no choices, and only
+    under stream_options.include_usage (the other chunks then carry `usage: null`)."""
+    client, _, _, _ = served
+    ask = {"prompt": DOC[:CURSOR], "suffix": DOC[CURSOR:], "max_tokens": 8, "n": 2}
+    *chunks, done = _events(client, "/v1/completions", ask)
+    assert done == "[DONE]" and all("usage" not in c for c in chunks)
+    *chunks, done = _events(client, "/v1/completions",
+                            {**ask, "stream_options": {"include_usage": True}})  # fmt: skip
+    *choices, usage = chunks
+    assert all(c["usage"] is None and len(c["choices"]) == 1 for c in choices)
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] >= 1
+    plain = client.post("/v1/completions", headers=AUTH, json=ask).json()
+    assert usage["usage"]["prompt_tokens"] == plain["usage"]["prompt_tokens"]
+    for bad in ([], {"include_usage": "yes"}):
+        r = client.post("/v1/completions", headers=AUTH, json={**ask, "stream_options": bad})
+        assert r.status_code == 400 and "stream_options" in r.json()["error"]["message"]
+
+
+def test_n_cmpl_answers_that_many_fills_as_llama_cpp_does(served: Any) -> None:
+    """llama.vscode asks for 3 fills to cycle through; a list of replies, each its index."""
+    client, _, _, _ = served
+    llama = {"input_prefix": DOC[:CURSOR], "input_suffix": DOC[CURSOR:], "n_predict": 16,
+             "languageId": "python"}  # fmt: skip
+    one = client.post("/infill", headers=AUTH, json=llama).json()
+    many = client.post("/infill", headers=AUTH, json={**llama, "n_cmpl": 3}).json()
+    assert isinstance(one, dict) and isinstance(many, list) and 2 <= len(many) <= 3
+    assert [r["index"] for r in many] == list(range(len(many)))
+    assert many[0]["content"] == one["content"]  # the planned span first, as alone
+    events = _events(client, "/infill", {**llama, "n_cmpl": 3})
+    assert [e["index"] for e in events if e["stop"]] == list(range(len(many)))
+    warm = client.post("/infill", headers=AUTH, json={**llama, "n_cmpl": 2, "n_predict": 0})
+    assert [r["content"] for r in warm.json()] == ["", ""]
+    r = client.post("/infill", headers=AUTH, json={**llama, "n_cmpl": 9})
+    assert r.status_code == 400 and "n_cmpl" in r.json()["error"]["message"]
+
+
+def _metrics(client: httpx.Client) -> dict[str, float]:
+    text = client.get("/metrics", headers=AUTH).text
+    return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in text.splitlines()
+                                     if not line.startswith("#"))}  # fmt: skip
+
+
+def test_metrics_count_401s_busy_503s_and_hung_up_native_calls(engine: Engine) -> None:
+    """401s and the front's busy 503s were answered before anything was counted; a client
+    that hangs up on a plain /v2/infill is counted as a cancel (what the language server's
+    HTTP cancels are)."""
+    scheduler = Scheduler(engine, max_batch=8)
+    service = Service(scheduler, "builtin", TOKEN, http_slots=1)
+    with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
+        assert http.bound is not None
+        port = http.bound.port
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            assert client.post("/v2/infill", json={}).status_code == 401
+            assert client.get("/metrics").status_code == 401
+            s = _post(port, {"text": DOC, "offset": CURSOR, "params": fixed(200)})  # the slot
+            wait_until(lambda: scheduler.stats()["running"] == 1)
+            busy = client.post("/infill", headers=AUTH, json={"prompt": "x = "})
+            assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+            s.close()  # hung up: its rows are cancelled, and counted
+            wait_until(lambda: service.metrics.requests[("http", "v2/infill", "cancelled")] == 1)
+            wait_until(lambda: scheduler.stats()["cancelled"] == 1)  # at the row's next step
+            m = _metrics(client)
+    assert m['dllm_requests_total{front="http",route="v2/infill",code="unauthorized"}'] == 1
+    assert m['dllm_requests_total{front="http",route="metrics",code="unauthorized"}'] == 1
+    assert m['dllm_requests_total{front="http",route="infill",code="busy"}'] == 1
+    assert m['dllm_requests_total{front="http",route="v2/infill",code="cancelled"}'] == 1
+    assert m["dllm_service_disconnect_cancels_total"] == 1
+    assert m["dllm_scheduler_cancelled_total"] == 1 and m["dllm_service_unauthorized_total"] == 2
+
+
+def test_serve_prints_the_token_and_a_llama_vim_config_line(tmp_path: Any) -> None:
+    """llama.vim without `api_key` gets 401s and shows nothing: serve says what to paste."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DLLM_SERVE_TOKEN": "s3cret'token"}
+    argv = [sys.executable, "-m", "infill_engine.cli", "serve", "--listen", "http://127.0.0.1:0",
+            "--device", "cpu"]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        lines = []
+        while not any("llama.vim" in line for line in lines):
+            line = proc.stderr.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    out = "".join(lines)
+    port = out.split("listening on http://127.0.0.1:", 1)[1].split()[0]
+    assert "token (the API key of every client; Authorization: Bearer TOKEN): s3cret'token" in out
+    assert (f"let g:llama_config = {{'endpoint_fim': 'http://127.0.0.1:{port}/infill', "
+            "'api_key': 's3cret''token'}") in out  # fmt: skip

@@ -316,8 +316,11 @@ def test_llama_vscode_fim_and_warm_up_bodies_are_answered(base_url: str) -> None
         assert c.get("/health").json()["status"] == "ok"  # its health check
         r = c.post("/infill", json=vscode_fim(head + "\n", DOC[CURSOR:] + "\n", line, 8))
         assert r.status_code == 200, r.text
-        body = r.json()
-        assert isinstance(body, dict) and body["content"]  # one object: n_cmpl is not served
+        replies = r.json()  # n_cmpl 3: a list, as llama.cpp's, one reply per distinct fill
+        assert isinstance(replies, list) and 1 <= len(replies) <= 3
+        assert [b["index"] for b in replies] == list(range(len(replies)))
+        body = replies[0]
+        assert body["content"]
         for key in ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",
                     "predicted_per_second"):  # fmt: skip
             assert isinstance(body["timings"][key], int | float), key
@@ -338,7 +341,7 @@ def test_the_infill_reply_carries_generation_settings_for_llama_vscode(base_url:
     head, line = DOC[:CURSOR].rsplit("\n", 1)
     url = base_url.removesuffix("/v1")
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
-        body = c.post("/infill", json=vscode_fim(head + "\n", DOC[CURSOR:], line, 4)).json()
+        [body, *_] = c.post("/infill", json=vscode_fim(head + "\n", DOC[CURSOR:], line, 4)).json()
     assert isinstance(body["generation_settings"], dict)
     assert isinstance(body["generation_settings"]["n_ctx"], int)
 
