@@ -238,8 +238,8 @@ def _plugins() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     plugins = _plugins()
-    commands = ["fill", "bench", *sorted(plugins), "serve", "bench-serve", "bench-ray", "train",
-                "eval-infill", "eval-crossfile"]  # fmt: skip
+    commands = ["fill", "bench", *sorted(plugins), "serve", "bench-serve", "bench-ray", "models",
+                "check", "train", "eval-infill", "eval-crossfile"]  # fmt: skip
     if not argv or argv[0] not in commands:
         print(f"usage: dllm-infill {{{','.join(commands)}}} [--help]", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
@@ -260,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
         from .lab.bench_ray import main as bench_ray_main
 
         return bench_ray_main(rest)
+    if cmd in ("models", "check"):
+        from . import cli_models
+
+        return cli_models.models(rest) if cmd == "models" else cli_models.check(rest)
     if cmd in plugins:
         run: Callable[[list[str]], int] = plugins[cmd].load()
         return run(rest)

@@ -3,8 +3,8 @@
 Nothing from the directory is ever executed: config.json is read as data (its `auto_map` is
 ignored), weights come only from safetensors files, and the tokenizer is loaded with
 `trust_remote_code=False` (falling back to the plain tokenizer.json when the directory names a
-custom tokenizer class). A hub id resolves only from the local Hugging Face cache; nothing is
-downloaded.
+custom tokenizer class). `ORG/NAME[@REVISION]` resolves through hub.py, which downloads only
+those files into the Hugging Face cache and refuses pickle-only and code-only repositories.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch
 from safetensors import safe_open
 from torch import Tensor
 
+from . import hub
 from .models import FAMILIES, QWEN2_DIFFUSION, DiffusionTransformer, Family, ModelArgs
 from .models.family import as_id_list
 
@@ -47,8 +48,13 @@ class LoadedModel:
     delete_id: int | None = None
 
 
-def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
-    """`"builtin"`, a directory, or a hub id already present in the local HF cache."""
+def resolve_model_dir(
+    model: str | os.PathLike[str],
+    progress: hub.Progress | None = None,
+    qwen2_as_diffusion: bool = False,
+) -> Path:
+    """`"builtin"`, a directory, or `ORG/NAME[@REVISION]` from the Hub (hub.py: into the HF
+    cache, only the files read here; `progress` hears the download's byte counts)."""
     if str(model) == "builtin":
         path = BUILTIN_DIR
         if not (path / "config.json").is_file():
@@ -59,29 +65,15 @@ def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
         return path
     if path.exists():
         raise ModelLoadError(f"model path {path} is a file; expected a model directory")
-    cached = _hf_cache_snapshot(str(model))
-    if cached is not None:
-        return cached
-    raise ModelLoadError(
-        f"model {str(model)!r}: no such directory, and not found in the local Hugging Face "
-        "cache (nothing is downloaded; fetch it yourself with huggingface-cli download)"
-    )
-
-
-def _hf_cache_snapshot(repo_id: str) -> Path | None:
-    if repo_id.count("/") != 1:
-        return None
-    hub = os.environ.get("HF_HUB_CACHE") or os.path.join(
-        os.environ.get("HF_HOME", os.path.expanduser("~/.cache/huggingface")), "hub"
-    )
-    repo = Path(hub) / ("models--" + repo_id.replace("/", "--"))
-    ref = repo / "refs" / "main"
-    if ref.is_file():
-        snap = repo / "snapshots" / ref.read_text().strip()
-        if snap.is_dir():
-            return snap
-    snaps = sorted((repo / "snapshots").glob("*")) if (repo / "snapshots").is_dir() else []
-    return snaps[-1] if snaps else None
+    name = hub.parse_name(str(model))
+    if name is None:
+        raise ModelLoadError(
+            f"model {str(model)!r}: no such directory, and not a Hub name (ORG/NAME[@REVISION])"
+        )
+    try:
+        return hub.fetch(name, progress, check=lambda c: pick_family(c, qwen2_as_diffusion))
+    except hub.HubError as e:
+        raise ModelLoadError(str(e)) from None
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -309,7 +301,7 @@ def load_model_dir(
     with_tokenizer: bool = True,
     quantize: str = "none",
 ) -> LoadedModel:
-    path = resolve_model_dir(model)
+    path = resolve_model_dir(model, qwen2_as_diffusion=qwen2_as_diffusion)
     config = read_config(path)
     family = pick_family(config, qwen2_as_diffusion)
     try:

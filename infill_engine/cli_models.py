@@ -1,0 +1,126 @@
+"""`dllm-infill models` and `dllm-infill check`: the models a user has, and whether one fits.
+
+- `models` lists the snapshots in the Hugging Face cache (hub.py) whose config.json names a
+  supported family, with their size on disk and whether every file the loader reads is there.
+- `check` prints fit.py's figures for a model on a device (weights at the precision, the K/V
+  cache per row at the context, the largest batch the free memory holds) and fails, with the
+  options that would make it fit, when it does not; `serve` runs the same check at start-up
+  (`startup_check`) before anything loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def models(argv: list[str]) -> int:
+    from . import hub
+    from .loader import ModelLoadError, pick_family, read_config
+
+    ap = argparse.ArgumentParser(
+        prog="dllm-infill models",
+        description=f"Checkpoints of supported families in the Hugging Face cache "
+        f"({hub.cache_dir()}); serve one with --model ORG/NAME[@REVISION].",
+    )
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    rows: list[dict[str, Any]] = []
+    for repo, commit, refs, path, size in hub.snapshots():
+        try:
+            config = read_config(path)
+            family = pick_family(config, qwen2_as_diffusion=True).name
+        except ModelLoadError:
+            continue  # not a family the engine loads
+        if config.get("model_type") == "qwen2":
+            family += " (with --qwen2-diffusion)"
+        rows.append({
+            "name": repo, "commit": commit, "refs": refs, "family": family, "bytes": size,
+            "complete": not hub.missing_files(path), "path": str(path),
+        })  # fmt: skip
+    if a.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print(f"no checkpoints of supported families in {hub.cache_dir()}", file=sys.stderr)
+        return 0
+    for r in rows:
+        at = r["refs"][0] if r["refs"] else r["commit"][:12]
+        state = "" if r["complete"] else "  (partial: run again online to finish)"
+        on_disk = hub.human_size(r["bytes"])
+        print(f"{r['name'] + '@' + at:<48} {r['family']:<12} {on_disk:>9}{state}")
+    return 0
+
+
+def check(argv: list[str]) -> int:
+    from . import fit
+    from .loader import ModelLoadError
+
+    ap = argparse.ArgumentParser(
+        prog="dllm-infill check",
+        description="Does a model fit: weights at the precision, the K/V cache per row at the "
+        "context, the largest batch the device's free memory holds. Reads config.json only.",
+    )
+    ap.add_argument("--model", default="builtin", help="builtin, a directory, ORG/NAME[@REV]")
+    ap.add_argument("--shape", help="a released checkpoint's shape instead (e.g. dream-7b)")
+    ap.add_argument("--device", default="auto", help="cuda, cuda:N or cpu (auto: cuda if any)")
+    ap.add_argument("--dtype", default="auto", help="auto: bfloat16 on CUDA, float32 on the CPU")
+    ap.add_argument("--quantize", choices=fit.QUANTIZE_MODES, default="none")
+    ap.add_argument("--context", type=int, default=fit.DEFAULT_CONTEXT, help="tokens per row")
+    ap.add_argument("--batch", type=int, default=1, help="rows decoded together")
+    ap.add_argument("--memory", type=float, help="GB free to plan for (default: measured)")
+    ap.add_argument("--qwen2-diffusion", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    model = f"shape:{a.shape}" if a.shape else a.model
+    try:
+        device = _device(a.device)
+        free = int(a.memory * fit.GB) if a.memory is not None else fit.free_memory(device)
+        family, args = fit.model_args(model, a.qwen2_diffusion)
+        result = fit.estimate(
+            args, device=device, free=free, quantize=a.quantize, dtype=a.dtype,
+            context=a.context, batch=a.batch,
+        )  # fmt: skip
+    except (ModelLoadError, ValueError, OSError) as e:
+        print(f"dllm-infill check: {e}", file=sys.stderr)
+        return 2
+    label = f"{a.shape or a.model} ({family})"
+    if a.json:
+        out = {"model": a.shape or a.model, "family": family, "device": device,
+               **result.as_dict(), "remedies": fit.remedies(result, args)}  # fmt: skip
+        print(json.dumps(out, indent=2))
+    else:
+        print("\n".join(fit.explain(result, args, label, device)))
+    return 0 if result.fits else 1
+
+
+def startup_check(
+    model: str, device: str, dtype: str, quantize: str, batch: int, qwen2: bool
+) -> str:
+    """The service's check before it loads: one line of figures, or a FitError whose message
+    has them and the options that would make the model fit."""
+    from . import fit
+
+    dev = _device(device)
+    family, args = fit.model_args(model, qwen2)
+    result = fit.estimate(
+        args, device=dev, free=fit.free_memory(dev), quantize=quantize, dtype=dtype, batch=batch
+    )
+    if not result.fits:
+        lines = fit.explain(result, args, f"{model} ({family})", dev)
+        raise fit.FitError(f"{lines[-1]} ({lines[2].split(None, 1)[1]}; --max-batch is the batch)")
+    return (
+        f"memory: weights {fit.gb(result.weights)}, {fit.gb(result.per_row)} per row at "
+        f"{result.context} tokens, up to {result.largest_batch} rows fit in "
+        f"{fit.gb(result.free)} free on {dev} (--max-batch {batch})"
+    )
+
+
+def _device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"

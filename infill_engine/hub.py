@@ -1,0 +1,379 @@
+"""A model by name: `ORG/NAME[@REVISION]` -> a snapshot directory in the Hugging Face cache.
+
+This module owns the Hub: which files of a repository the loader reads, what is refused before
+anything is downloaded, where the cache is, what offline means, and how progress is reported.
+
+- Only what the loader reads is downloaded: config.json, generation_config.json, the safetensors
+  weights (model.safetensors, or model.safetensors.index.json and exactly the shards its
+  weight_map names) and the tokenizer files. No `*.py` file is ever fetched, so no repository
+  code can run; pickle weights (`*.bin`, `*.pt`, ...) are never fetched either.
+- A repository whose weights are pickle only, or that holds code and no weights, is refused
+  from its file listing, before any download. `check` (the loader's family test) runs on
+  config.json before the weights download, so an unsupported model costs one small file.
+- Files land in the standard cache (`HF_HUB_CACHE`, else `HF_HOME/hub`) through
+  `huggingface_hub`, which writes each file to a temporary name and links it into the snapshot
+  only when complete: an interrupted run leaves no corrupt file, and the next run fetches only
+  what is missing (a dropped connection inside one file resumes with an HTTP range).
+- `HF_HUB_OFFLINE=1`, or a Hub that cannot be reached: a complete cached snapshot is used; an
+  uncached (or partly downloaded) one fails at once, saying what to run.
+- `HF_ENDPOINT` names the Hub (tests run a stand-in on loopback). These are read at each call,
+  not at import, so a process may change them.
+
+Nothing here imports torch: the language server resolves (and downloads) before it loads.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CONFIG_FILES = ("config.json", "generation_config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",  # sentencepiece: a protobuf, read as data
+    "chat_template.jinja",
+)
+INDEX = "model.safetensors.index.json"
+SINGLE = "model.safetensors"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+CODE_SUFFIXES = (".py",)
+
+# ORG/NAME as the Hub spells repository ids, and an optional @REVISION (branch, tag or commit).
+_NAME = re.compile(
+    r"(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95})"
+    r"(?:@(?P<revision>[A-Za-z0-9._/-]{1,200}))?"
+)
+
+Progress = Callable[[str], None]  # one line, e.g. "org/name: 1.2 of 4.5 GB (27%)"
+
+
+class HubError(ValueError):
+    """A name that cannot be resolved; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class HubName:
+    repo: str  # ORG/NAME
+    revision: str | None  # None: the default branch
+
+    def __str__(self) -> str:
+        return self.repo + (f"@{self.revision}" if self.revision else "")
+
+    def download_command(self) -> str:
+        """What a user runs where the Hub can be reached."""
+        rev = f" --revision {self.revision}" if self.revision else ""
+        return f"hf download {self.repo}{rev}"
+
+
+def parse_name(text: str) -> HubName | None:
+    """`ORG/NAME[@REVISION]`, or None when `text` is not of that form."""
+    m = _NAME.fullmatch(text)
+    if m is None or ".." in text:
+        return None
+    return HubName(m["repo"], m["revision"])
+
+
+def cache_dir() -> Path:
+    """The Hub cache this process uses: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
+    )
+    return Path(home).expanduser() / "hub"
+
+
+def endpoint() -> str:
+    from huggingface_hub import constants
+
+    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+
+
+def offline() -> bool:
+    from huggingface_hub import constants
+
+    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
+    return constants.HF_HUB_OFFLINE or any(
+        (v or "").strip().upper() in ("1", "ON", "YES", "TRUE") for v in flags
+    )
+
+
+def fetch(
+    name: HubName,
+    progress: Progress | None = None,
+    check: Callable[[dict[str, Any]], object] | None = None,
+) -> Path:
+    """The snapshot directory of `name`, downloading what the loader reads if needed."""
+    info = _model_info(name)
+    if isinstance(info, str):
+        return cached(name, info)
+    files = {s.rfilename for s in info.siblings or ()}
+    weights = _weights_plan(name, files)
+    return _download(name, files, weights, progress, check)
+
+
+def fetch_config(name: HubName) -> dict[str, Any]:
+    """config.json of `name` alone (the memory check reads nothing else), from the cache when
+    offline."""
+    info = _model_info(name)
+    if isinstance(info, str):
+        return _read_json(str(cached(name, info) / "config.json"), name)
+    from huggingface_hub import hf_hub_download
+
+    if "config.json" not in {s.rfilename for s in info.siblings or ()}:
+        raise HubError(f"model {name}: the repository has no config.json")
+    with _library_errors(name):
+        file = hf_hub_download(
+            name.repo, "config.json", revision=name.revision, cache_dir=str(cache_dir()),
+            endpoint=endpoint(),
+        )  # fmt: skip
+    return _read_json(file, name)
+
+
+def _model_info(name: HubName) -> Any:
+    """The Hub's model info for `name`, or a string saying why the Hub cannot be asked
+    (offline, unreachable, failing); a HubError for a name the Hub does not know."""
+    if offline():
+        return "HF_HUB_OFFLINE is set"
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        return HfApi(endpoint=endpoint()).model_info(name.repo, revision=name.revision)
+    except RevisionNotFoundError:
+        raise HubError(f"model {name}: {name.repo} has no revision {name.revision!r}") from None
+    except GatedRepoError:
+        raise HubError(
+            f"model {name.repo} is gated: accept its terms on its Hub page, then log in "
+            "(hf auth login)"
+        ) from None
+    except RepositoryNotFoundError:
+        raise HubError(
+            f"model {name.repo}: no such model on the Hub ({endpoint()}); check the name, "
+            "or log in (hf auth login) if it is private"
+        ) from None
+    except HfHubHTTPError as e:
+        if e.response is not None and e.response.status_code < 500:
+            raise HubError(f"model {name}: the Hub refused ({_first_line(e)})") from None
+        return f"the Hub at {endpoint()} failed ({_first_line(e)})"
+    except Exception as e:  # no network, refused, timed out: httpx's errors or OSError
+        if not (isinstance(e, OSError) or _is_http(e)):
+            raise
+        return f"the Hub at {endpoint()} cannot be reached ({_first_line(e)})"
+
+
+def _weights_plan(name: HubName, files: set[str]) -> str:
+    """Which weights file decides the download (the index or the single file); refusals of
+    pickle-only and code-only repositories, from the listing alone."""
+    if INDEX in files:
+        return INDEX
+    if SINGLE in files:
+        return SINGLE
+    pickles = sorted(f for f in files if f.endswith(PICKLE_SUFFIXES))
+    code = sorted(f for f in files if f.endswith(CODE_SUFFIXES))
+    if pickles:
+        raise HubError(
+            f"model {name}: only pickle weights ({', '.join(pickles[:3])}), which can run code "
+            "when loaded; only safetensors are accepted, and nothing was downloaded"
+        )
+    if code:
+        raise HubError(
+            f"model {name}: the repository holds only code ({', '.join(code[:3])}) and no "
+            "safetensors weights; repository code is never fetched or run"
+        )
+    raise HubError(f"model {name}: no {SINGLE} or {INDEX} in the repository")
+
+
+def _download(
+    name: HubName,
+    files: set[str],
+    weights: str,
+    progress: Progress | None,
+    check: Callable[[dict[str, Any]], object] | None,
+) -> Path:
+    from huggingface_hub import hf_hub_download, snapshot_download
+
+    if "config.json" not in files:
+        raise HubError(f"model {name}: the repository has no config.json")
+    common: dict[str, Any] = {
+        "revision": name.revision, "cache_dir": str(cache_dir()), "endpoint": endpoint(),
+    }  # fmt: skip
+    with _library_errors(name):
+        config = _read_json(hf_hub_download(name.repo, "config.json", **common), name)
+        if check is not None:
+            check(config)  # an unsupported family costs one small file, not the weights
+        wanted = [f for f in (*CONFIG_FILES, *TOKENIZER_FILES) if f in files]
+        if weights == INDEX:
+            index = _read_json(hf_hub_download(name.repo, INDEX, **common), name)
+            wanted += [INDEX, *_shards(index, name, files)]
+        else:
+            wanted.append(SINGLE)
+        bars = _reporter(str(name), progress) if progress is not None else None
+        path = snapshot_download(
+            name.repo, allow_patterns=sorted(set(wanted)), tqdm_class=bars, **common
+        )
+    return Path(path)
+
+
+def _shards(index: dict[str, Any], name: HubName, files: set[str]) -> list[str]:
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise HubError(f"model {name}: {INDEX} has no weight_map")
+    shards = sorted({str(v) for v in weight_map.values()})
+    bad = [s for s in shards if s not in files or not s.endswith(".safetensors")]
+    if bad:
+        raise HubError(f"model {name}: {INDEX} names shards the repository lacks: {bad[:3]}")
+    return shards
+
+
+def cached(name: HubName, reason: str) -> Path:
+    """A complete snapshot of `name` in the cache, without any network; else a HubError saying
+    what to run."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import IncompleteSnapshotError, LocalEntryNotFoundError
+
+    partial = False
+    try:
+        path = Path(
+            snapshot_download(
+                name.repo, revision=name.revision, cache_dir=str(cache_dir()),
+                local_files_only=True, allow_patterns=["*.json", "*.safetensors"],
+            )
+        )  # fmt: skip
+    except IncompleteSnapshotError:
+        path, partial = None, True
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        path = None
+    if path is not None and not missing_files(path):
+        return path
+    state = "only partly" if partial or path is not None else "not"
+    raise HubError(
+        f"model {name} is {state} in the Hugging Face cache ({cache_dir()}) and {reason}; "
+        f"run `{name.download_command()}` where the Hub can be reached (or run this again "
+        "online: it downloads what is missing)"
+    )
+
+
+def missing_files(path: Path) -> list[str]:
+    """What a snapshot lacks of what the loader reads (config, weights, every shard)."""
+    need = ["config.json"]
+    index = path / INDEX
+    if index.is_file():
+        try:
+            need += sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return [INDEX]
+    else:
+        need.append(SINGLE)
+    return [n for n in need if not (path / n).is_file()]
+
+
+def _read_json(file: str, name: HubName) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(file).read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise HubError(f"model {name}: {Path(file).name} is not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise HubError(f"model {name}: {Path(file).name} is not a JSON object")
+    return data
+
+
+@contextmanager
+def _library_errors(name: HubName) -> Iterator[None]:
+    """The library's errors during a download, as one line that says what to do; the caller's
+    own check (e.g. an unsupported family) passes through."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        yield
+    except HubError:
+        raise
+    except Exception as e:
+        if not (isinstance(e, HfHubHTTPError | OSError) or _is_http(e)):
+            raise
+        raise HubError(
+            f"model {name}: download stopped ({_first_line(e)}); files already complete "
+            "are kept in the cache, and running the same command again fetches the rest"
+        ) from None
+
+
+def _is_http(e: BaseException) -> bool:
+    return type(e).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore")
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _reporter(label: str, progress: Progress) -> type:
+    """A tqdm class for snapshot_download that sends its byte counts to `progress` (at most
+    every half second, and at the end) and draws nothing."""
+    from tqdm import tqdm
+
+    class Reporter(tqdm):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["file"] = io.StringIO()  # counts kept, nothing drawn
+            kwargs.pop("name", None)
+            super().__init__(*args, **kwargs)
+            self._sent = 0.0
+
+        def update(self, n: float | None = 1) -> bool | None:
+            out = super().update(n)
+            desc = str(self.desc or "")
+            if self.unit == "B" and desc.startswith("Downloading") and self.total:
+                now = time.monotonic()
+                if now - self._sent >= 0.5 or self.n >= self.total:
+                    self._sent = now
+                    progress(describe_bytes(label, self.n, self.total))
+            return out
+
+    return Reporter
+
+
+def describe_bytes(label: str, done: float, total: float) -> str:
+    pct = 100.0 * done / total if total else 0.0
+    return f"downloading {label}: {human_size(done)} of {human_size(total)} ({pct:.0f}%)"
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def snapshots(cache: Path | None = None) -> Iterable[tuple[str, str, list[str], Path, int]]:
+    """Every model snapshot in the cache: (repo, commit, refs naming it, directory, bytes)."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    try:
+        info = scan_cache_dir(cache or cache_dir())
+    except CacheNotFound:
+        return
+    for repo in sorted(info.repos, key=lambda r: r.repo_id):
+        if repo.repo_type != "model":
+            continue
+        for rev in sorted(repo.revisions, key=lambda r: r.commit_hash):
+            refs = sorted(rev.refs)
+            yield repo.repo_id, rev.commit_hash, refs, Path(rev.snapshot_path), rev.size_on_disk
