@@ -37,11 +37,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..context import Context
 from ..params import InfillResult
-from ..planner import SpanPlan
 from ..scheduler import Ticket
-from ..stop import StopRule
 from .compat import (
     CompatAsk,
     clip,
@@ -77,11 +74,12 @@ def error_response(refusal: Refusal) -> JSONResponse:
 
 @dataclass(frozen=True)
 class Shape(Generic[T]):
-    """How a compatible route writes its answer: `build` makes it from the fills, `plain` is
-    the body of a plain reply, `events` the server-sent events of a streamed one (`done`: end
-    them with `data: [DONE]`, as OpenAI's do)."""
+    """How a compatible route writes its answer: `build` makes it from the fills (no prepared
+    ask and no fills for a call with nothing to write), `plain` is the body of a plain reply,
+    `events` the server-sent events of a streamed one (`done`: end them with `data: [DONE]`,
+    as OpenAI's do)."""
 
-    build: Callable[[CompatAsk, Prepared, Done], T]
+    build: Callable[[CompatAsk, Prepared | None, Done], T]
     plain: Callable[[CompatAsk, T], Any]
     events: Callable[[CompatAsk, T], list[dict[str, Any]]]
     done: bool
@@ -141,7 +139,7 @@ class HttpFront:
         """llama.cpp's `/infill`: one reply, or a list of them for `n_cmpl` over 1."""
         model, n_ctx = self.service.model, self.service.max_positions
 
-        def build(c: CompatAsk, prepared: Prepared, done: Done) -> list[dict[str, Any]]:
+        def build(c: CompatAsk, prepared: Prepared | None, done: Done) -> list[dict[str, Any]]:
             if not done:  # nothing was written (a warm-up)
                 return [llama_reply(c, None, "", None, model, n_ctx, i)
                         for i in range(c.ask.candidates)]  # fmt: skip
@@ -161,14 +159,15 @@ class HttpFront:
     async def completions(self, request: Request) -> Response:
         """OpenAI's `/v1/completions`, `suffix` making it a fill in the middle."""
 
-        def build(c: CompatAsk, prepared: Prepared, done: Done) -> dict[str, Any]:
+        def build(c: CompatAsk, prepared: Prepared | None, done: Done) -> dict[str, Any]:
             choices = [("", "length")] * c.ask.candidates if c.warm_only else []
             for r, _ in done:
                 text, hit = clip(r.text, c.stop, 0)
                 choices.append((text, finish_reason(r, hit)))
-            ids = prepared.context.prefix_ids + prepared.context.suffix_ids
+            ctx = prepared.context if prepared is not None else None
+            seen = len(ctx.prefix_ids) + len(ctx.suffix_ids) if ctx is not None else 0
             tokens = sum(r.tokens for r, _ in done)
-            return openai_reply(c, choices, len(ids), tokens, self.service.model)
+            return openai_reply(c, choices, seen, tokens, self.service.model)
 
         shape = Shape(build, lambda c, body: body, openai_events, done=True)
         return await self._compat(request, "completions", parse_openai_body, shape)
@@ -212,7 +211,7 @@ class HttpFront:
                     self._events(request, route, c, shape), media_type="text/event-stream"
                 )
             if c.warm_only:  # nothing to write: a client warming its cache (llama.vim's ring)
-                return JSONResponse(shape.plain(c, shape.build(c, self._empty(c), [])))
+                return JSONResponse(shape.plain(c, shape.build(c, None, [])))
             prepared, done = await self._rows(request, c.ask)
             return JSONResponse(shape.plain(c, shape.build(c, prepared, done)))
 
@@ -228,9 +227,8 @@ class HttpFront:
         code, done = "ok", Done()
         try:
             yield ": decoding\n\n"  # an SSE comment: the headers go out now, not with the fill
-            if c.warm_only:
-                prepared = self._empty(c)
-            else:
+            prepared: Prepared | None = None
+            if not c.warm_only:
                 prepared, done = await self._rows(request, c.ask)
             for event in shape.events(c, shape.build(c, prepared, done)):
                 yield _event(event)
@@ -371,12 +369,6 @@ class HttpFront:
         if not task.done() or task.cancelled():
             raise Refusal("cancelled", "the client went away")
         return await task
-
-    @staticmethod
-    def _empty(c: CompatAsk) -> Prepared:
-        """What a call with nothing to write (a token cap of 0) answers from."""
-        plan = SpanPlan("line", 0, 0, StopRule(), 0, 0, c.ask.language_id, None)
-        return Prepared(plan, Context("", "", c.ask.offset, c.ask.offset), [])
 
 
 def _peer(request: Request) -> str:
