@@ -9,6 +9,12 @@ The engine applies the rule to the committed
 head of the span after every step (runner.py): once the construct has ended, the span is done
 ("syntax" stop), and while it is still open a full span may grow.
 
+A repetition loop (repeat.py: `path.path.path.path.path.`) ends the construct too: its end will
+never come, and a span that ran on would only grow the loop to `max_span`. The rule cuts at the
+loop's end, so the engine's text keeps the loop (what the model wrote; the finishing steps cut it
+out), and the row stops with "syntax" too: the text decided the end, not an end token or the
+budget. A rule of kind "none" (a span that is only a budget) has no construct and no such stop.
+
 Brackets are counted outside string literals and comments (lexer.py, shared with the planner):
 a rule that reads `print(")")` as a closing bracket would cut the line short.
 """
@@ -18,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from . import lexer
+from . import lexer, repeat
 from .lexer import CLOSERS, OPENERS
 
 StopKind = Literal["line", "expression", "indent", "brace", "none"]
@@ -56,9 +62,14 @@ class StopRule:
 
     def cut(self, text: str) -> int | None:
         """Where the construct ends in text (an offset; the text before it is kept), or None
-        while it is still open."""
+        while it is still open; a repetition loop in it ends it where the loop ends."""
         if self.kind == "none":
             return None
+        end = self._construct_end(text)
+        loop = repeat.find_loop(text if end is None else text[:end])
+        return end if loop is None else loop.end
+
+    def _construct_end(self, text: str) -> int | None:
         if self.kind == "indent":
             return _dedent(text, self.indent)
         if self.kind != "line":

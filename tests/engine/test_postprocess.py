@@ -1,11 +1,13 @@
-"""Postprocessing rules one by one, then the whole pipeline on concrete editor situations."""
+"""Postprocessing rules (infill_engine/finish/postprocess.py) one by one, then the whole pipeline
+on concrete editor situations."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsp_server.postprocess import (
+from infill_engine.finish import finish
+from infill_engine.finish.postprocess import (
     Indent,
     detect_indent,
     drop_suffix_overlap,
@@ -225,3 +227,19 @@ def test_no_doubled_space_after_code_that_ends_in_a_space() -> None:
     assert postprocess("\t+ 1", "x = a ", "\n") == "+ 1"
     # without a trailing space in the prefix, the model's space is the separator
     assert postprocess(" self", "def f(self):\n    return", "\n") == " self"
+
+
+def test_a_repetition_loop_is_cut_where_it_starts() -> None:
+    """The hole of issue 32: a blank line in a `with` block, filled with `path.` over and over
+    until the span ran out; nothing is left to show. A line written again and again is kept
+    once, and the syntax check then judges what is left."""
+    prefix, suffix = "with open(path) as f:\n    ", "\n"
+    assert postprocess("path." * 64, prefix, suffix) is None
+    assert finish("path." * 64, prefix, suffix, "python") is None
+    assert postprocess("data = f.read()" + ".read()" * 9, prefix, suffix) == "data = f"
+    assert finish("data = f.read()" + ".read()" * 9, prefix, suffix, "python") == "data = f"
+    lines = "print(line)\n    " * 8
+    assert postprocess(lines, prefix, suffix) == "print(line)"
+    # a ruler and a few copies are not loops
+    assert postprocess("# " + "-" * 60, prefix, suffix) == "# " + "-" * 60
+    assert postprocess("x = [0, 0, 0]", prefix, suffix) == "x = [0, 0, 0]"
