@@ -62,6 +62,10 @@ def fill(argv: list[str]) -> int:
         )  # fmt: skip
         engine = load(a.model, device=a.device, qwen2_as_diffusion=a.qwen2_diffusion,
                       quantize=a.quantize)  # fmt: skip
+        if span != "auto" and span > engine.args.max_positions:  # before the scheduler says so
+            raise ValueError(
+                f"--span {span} exceeds the model's {engine.args.max_positions} positions"
+            )
     except (OSError, ValueError) as e:
         print(f"dllm-infill fill: {e}", file=sys.stderr)
         return 2
@@ -228,6 +232,23 @@ def _serve_ray(a: argparse.Namespace, address: Address, token: str | None) -> in
 # that nothing in infill_engine imports them.
 PLUGIN_GROUP = "dllm_infill.commands"
 
+# One line each for `dllm-infill --help`, without importing the modules (torch) behind them; a
+# plugin's line is the first line of its module's docstring.
+COMMANDS = {
+    "fill": "fill the hole at a line and column of a file, and print the completion",
+    "bench": "NFE and wall time of the decode and cache combinations against the baseline",
+    "serve": "one engine for many editors: msgpack on a Unix socket or TCP, or HTTP",
+    "bench-serve": "1, 4 and 16 clients against one engine: batching against one at a time",
+    "bench-ray": "replicas on a local Ray Serve cluster: scale, a killed replica, a wedged one",
+    "models": "checkpoints of supported families in the Hugging Face cache, with sizes",
+    "check": "does a model fit: weights, cache per row, the largest batch (config.json only)",
+    "train": "train a stage of the builtin code model into a new model directory",
+    "eval-infill": "held-out accuracy against baselines, HumanEval-Infilling pass@1",
+    "eval-crossfile": "holes that need another file, filled with and without its context",
+}
+ORDER = ("fill", "bench", "serve", "bench-serve", "bench-ray", "models", "check", "train",
+         "eval-infill", "eval-crossfile")  # fmt: skip
+
 
 def _plugins() -> dict[str, Any]:
     from importlib.metadata import entry_points
@@ -235,14 +256,46 @@ def _plugins() -> dict[str, Any]:
     return {ep.name: ep for ep in entry_points(group=PLUGIN_GROUP)}
 
 
+def _plugin_line(entry: Any) -> str:
+    """The first line of the plugin module's docstring, without its "`dllm-infill NAME`: "."""
+    try:
+        doc = sys.modules[entry.load().__module__].__doc__ or ""
+    except Exception:  # a broken plugin still gets listed; running it shows its own error
+        return ""
+    line = doc.strip().split("\n")[0]
+    line = line.split("`: ", 1)[1] if line.startswith("`") and "`: " in line else line
+    return line.rstrip(".")
+
+
+def usage(plugins: dict[str, Any]) -> str:
+    """`dllm-infill --help`: every subcommand with what it does."""
+    rows = [(name, COMMANDS[name]) for name in ORDER]
+    rows[2:2] = [(name, _plugin_line(plugins[name])) for name in sorted(plugins)]
+    width = max(len(name) for name, _ in rows)
+    lines = [
+        "usage: dllm-infill COMMAND [options]   (dllm-infill COMMAND --help for its options)",
+        "",
+        "Code infill with diffusion language models.",
+        "",
+        "commands:",
+        *(f"  {name.ljust(width)}  {line}".rstrip() for name, line in rows),
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     plugins = _plugins()
-    commands = ["fill", "bench", *sorted(plugins), "serve", "bench-serve", "bench-ray", "models",
-                "check", "train", "eval-infill", "eval-crossfile"]  # fmt: skip
-    if not argv or argv[0] not in commands:
-        print(f"usage: dllm-infill {{{','.join(commands)}}} [--help]", file=sys.stderr)
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    if argv[:1] in (["-h"], ["--help"]):
+        print(usage(plugins))
+        return 0
+    if not argv:
+        print(usage(plugins), file=sys.stderr)
+        return 2
+    if argv[0] not in COMMANDS and argv[0] not in plugins:
+        known = ", ".join([*ORDER[:2], *sorted(plugins), *ORDER[2:]])
+        print(f"dllm-infill: unknown command {argv[0]!r}; one of {known}", file=sys.stderr)
+        return 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "fill":
         return fill(rest)
