@@ -225,10 +225,24 @@ def descend(model: DiffusionTransformer, opt: torch.optim.Optimizer, loss: Tenso
     opt.step()
 
 
+PACKAGE = Path(__file__).resolve().parents[1]  # infill_engine/: the shipped model lives in it
+
+
+def inside_package(out: Path) -> bool:
+    """Whether `out` is in the installed infill_engine package (assets/builtin, the shipped
+    model, or any other part of it), links resolved."""
+    return out.expanduser().resolve().is_relative_to(PACKAGE)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="dllm-infill train", description=__doc__.split("\n")[0])
     ap.add_argument("--config", type=Path, default=None, help="default: lab/train_config.json")
-    ap.add_argument("--out", type=Path, default=Path("infill_engine/assets/builtin"))
+    ap.add_argument("--out", type=Path, required=True, help="the model directory to write")
+    ap.add_argument(
+        "--overwrite-builtin",
+        action="store_true",
+        help="allow --out inside the installed package (replaces the shipped model)",
+    )
     ap.add_argument("--objective", choices=("ar", "diffusion"), default=None)
     ap.add_argument("--minutes", type=float, default=None, help="wall-clock budget")
     ap.add_argument("--steps", type=int, default=None)
@@ -244,6 +258,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     a = ap.parse_args(argv)
+    if inside_package(a.out) and not a.overwrite_builtin:
+        print(
+            f"dllm-infill train: --out {a.out} is inside the infill_engine package (the shipped "
+            "model); write elsewhere, or add --overwrite-builtin to replace it",
+            file=sys.stderr,
+        )
+        return 2
     try:
         cfg = TrainConfig.load(a.config)
         changes = {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,8 @@ from infill_engine.lab.corpus import SourceFile, is_held_out, iter_sources, spli
 from infill_engine.lab.recipe import TrainConfig
 from infill_engine.lab.sampler import Sampler
 from infill_engine.lab.tokenizer_build import train_tokenizer
-from infill_engine.lab.train import ar_loss, train
+from infill_engine.lab.train import PACKAGE, ar_loss, inside_package, train
+from infill_engine.loader import BUILTIN_DIR
 
 CODE = (
     "import os\n\n\ndef join(a, b):\n    return os.path.join(a, b)\n\n\n"
@@ -323,3 +326,28 @@ def test_expand_rows_merge_pairs_into_masked_expand_targets() -> None:
     assert seen > 0
     with pytest.raises(ValueError, match="expand_fraction"):
         tiny_config(expand_fraction=1.5)
+
+
+def train_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    root = PACKAGE.parent
+    return subprocess.run(
+        [sys.executable, "-m", "infill_engine.cli", "train", *args],
+        capture_output=True, text=True, timeout=120, cwd=root,
+    )  # fmt: skip
+
+
+def test_train_never_writes_into_the_package_unless_asked(tmp_path: Path) -> None:
+    """--out once defaulted to the shipped model's directory: the README's AR example replaced
+    the diffusion model with an AR-only stage. Now --out is required, and a directory inside
+    the package needs --overwrite-builtin; both are refused before any corpus is read."""
+    weights = BUILTIN_DIR / "model.safetensors"
+    before = weights.stat().st_mtime_ns
+    p = train_cli("--objective", "ar", "--minutes", "60")
+    assert p.returncode == 2 and "--out" in p.stderr, p.stderr
+    p = train_cli("--objective", "ar", "--out", "infill_engine/assets/builtin")
+    assert p.returncode == 2 and "--overwrite-builtin" in p.stderr and "Traceback" not in p.stderr
+    assert weights.stat().st_mtime_ns == before
+    link = tmp_path / "looks-elsewhere"
+    link.symlink_to(BUILTIN_DIR)
+    assert inside_package(link) and inside_package(PACKAGE / "assets" / "new")
+    assert not inside_package(tmp_path / "model")
