@@ -214,8 +214,8 @@ def evaluate(cfg: Config) -> dict[str, Any]:
     from .. import load
 
     t0 = time.perf_counter()
+    engine = load(cfg.model, device="cpu")  # first: a bad --model fails before the corpus walk
     holes = crossfile_holes(cfg.limit, cfg.seed)
-    engine = load(cfg.model, device="cpu")
     plain, crossed = Tally(), Tally()
     choose_ms: list[float] = []
     extra_tokens: list[int] = []
@@ -280,9 +280,8 @@ def format_report(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     d = Config()
-    ap = argparse.ArgumentParser(
-        prog="dllm-infill eval-crossfile", description=__doc__.split("\n")[0]
-    )
+    about = " ".join(__doc__.split("\n\n")[0].split())  # the first paragraph, whole
+    ap = argparse.ArgumentParser(prog="dllm-infill eval-crossfile", description=about)
     ap.add_argument("--model", default=d.model)
     ap.add_argument("--limit", type=int, default=d.limit, help="holes")
     ap.add_argument("--seed", type=int, default=d.seed)
@@ -291,7 +290,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extra-tokens", type=int, default=d.extra_tokens)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    for flag in ("limit", "prefix_tokens", "suffix_tokens", "extra_tokens"):
+        if getattr(a, flag) < 0:
+            ap.error(f"--{flag.replace('_', '-')} must be >= 0, got {getattr(a, flag)}")
     cfg = Config(a.model, a.limit, a.seed, a.prefix_tokens, a.suffix_tokens, a.extra_tokens)
-    report = evaluate(cfg)
+    try:
+        report = evaluate(cfg)
+    except (OSError, ValueError) as e:  # a missing or corrupt model directory
+        print(f"dllm-infill eval-crossfile: {e}", file=sys.stderr)
+        return 2
     sys.stdout.write((json.dumps(report, indent=2) if a.json else format_report(report)) + "\n")
     return 0

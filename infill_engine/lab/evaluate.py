@@ -99,6 +99,13 @@ def heldout_bodies(texts: Sequence[str], n: int, seed: int) -> list[tuple[str, s
     return found[:n]
 
 
+# Where the HumanEval data comes from, for a run that finds none at ../shared/ or --data.
+HUMANEVAL_SOURCE = (
+    "get HumanEval-SingleLineInfilling.jsonl.gz from data/ of "
+    "https://github.com/openai/human-eval-infilling (MIT) and pass it with --data PATH"
+)
+
+
 # -- measurements -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class EvalConfig:
@@ -257,7 +264,8 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     windows = sample_windows(engine, texts, cfg.windows, cfg.seq_len, cfg.seed)
     mode = corpus_mode(engine, train)
     acc: dict[str, dict[str, float]] = {}
-    for r in MASK_RATIOS:
+    # no windows (--windows 0, or no held-out file as long as --seq-len): nothing to score
+    for r in MASK_RATIOS if len(windows) else ():
         pos = mask_positions(windows, r, cfg.seed)
         acc[str(r)] = {
             "model": round(masked_accuracy(engine, windows, pos), 4),
@@ -266,7 +274,7 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
         }
     report["masked_accuracy"] = acc
     report["windows"] = int(windows.shape[0])
-    if cfg.ar_baseline:
+    if cfg.ar_baseline and len(windows):
         ar = load(cfg.ar_baseline)
         ar_windows = sample_windows(ar, texts, cfg.windows, cfg.seq_len, cfg.seed)
         report["ar_baseline"] = {
@@ -340,6 +348,8 @@ def _pct(x: float) -> str:
 def format_table(report: dict[str, Any]) -> str:
     tau = report.get("threshold", 0.9)
     rows: list[tuple[str, str]] = []
+    if not report["masked_accuracy"]:
+        rows.append(("held-out masked-token accuracy", "skipped: no windows"))
     for r, acc in report["masked_accuracy"].items():
         rows.append((f"held-out masked-token accuracy @ {r}", _pct(acc["model"])))
         rows.append((f"  baseline: corpus unigram @ {r}", _pct(acc["unigram_corpus"])))
@@ -347,51 +357,33 @@ def format_table(report: dict[str, Any]) -> str:
     ar = report.get("ar_baseline")
     if ar:
         rows.append(("  baseline: AR next-token accuracy", _pct(ar["next_token_accuracy"])))
-    hl = report["heldout_lines"]
-    n = hl["holes"]
-    rows.append(
-        (f"held-out line exact match, span {hl['span']} ({n})", _pct(hl["exact_match_fixed_span"]))
-    )
-    rows.append(
-        (f"held-out line exact match, oracle span ({n})", _pct(hl["exact_match_oracle_span"]))
-    )
-    rows.append(
+    hl, hb = report["heldout_lines"], report["heldout_bodies"]
+    n, span = hl["holes"], hl["span"]
+    rows += [
+        (f"held-out line exact match, span {span} ({n})", _pct(hl["exact_match_fixed_span"])),
+        (f"held-out line exact match, oracle span ({n})", _pct(hl["exact_match_oracle_span"])),
         (
             f"tokens per forward, lines, oracle span (τ={tau}, dual)",
             f"{hl['tokens_per_forward_oracle']:.2f}",
-        )
-    )
-    hb = report["heldout_bodies"]
-    rows.append(
+        ),
         (
             f"held-out function body exact match, oracle span ({hb['holes']})",
             _pct(hb["exact_match_oracle_span"]),
-        )
-    )
-    rows.append((f"tokens per forward, bodies (τ={tau}, dual)", f"{hb['tokens_per_forward']:.2f}"))
+        ),
+        (f"tokens per forward, bodies (τ={tau}, dual)", f"{hb['tokens_per_forward']:.2f}"),
+    ]
     he = report.get("humaneval_single_line")
     if he:
-        n = he["problems"]
-        rows.append(
-            (
-                f"HumanEval single-line pass@1, span {he['span']} ({n})",
-                _pct(he["pass@1_fixed_span"]),
-            )
-        )
-        rows.append(
-            (f"HumanEval single-line pass@1, oracle span ({n})", _pct(he["pass@1_oracle_span"]))
-        )
-        rows.append(
-            (
-                f"tokens per forward, HumanEval span {he['span']}",
-                f"{he['tokens_per_forward_fixed']:.2f}",
-            )
-        )
-        rows.append(("ms per infill (HumanEval, fixed span)", f"{he['ms_per_infill']:.1f}"))
+        n, span = he["problems"], he["span"]
+        rows += [
+            (f"HumanEval single-line pass@1, span {span} ({n})", _pct(he["pass@1_fixed_span"])),
+            (f"HumanEval single-line pass@1, oracle span ({n})", _pct(he["pass@1_oracle_span"])),
+            (f"tokens per forward, HumanEval span {span}", f"{he['tokens_per_forward_fixed']:.2f}"),
+            ("ms per infill (HumanEval, fixed span)", f"{he['ms_per_infill']:.1f}"),
+        ]
     else:
-        rows.append(
-            ("HumanEval single-line", f"skipped: {report.get('humaneval_missing')} not found")
-        )
+        missing = report.get("humaneval_missing")
+        rows.append(("HumanEval single-line", f"skipped: {missing} not found (see --data)"))
     width = max(len(k) for k, _ in rows)
     lines = [f"| {'metric'.ljust(width)} | value |", f"|{'-' * (width + 2)}|-------|"]
     lines += [f"| {k.ljust(width)} | {v} |" for k, v in rows]
@@ -431,6 +423,12 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"dllm-infill eval-infill: {e}", file=sys.stderr)
         return 2
+    if report.get("humaneval_missing"):
+        print(
+            f"dllm-infill eval-infill: HumanEval skipped, {report['humaneval_missing']} not "
+            f"found; {HUMANEVAL_SOURCE}",
+            file=sys.stderr,
+        )
     if a.json:
         print(json.dumps(report, indent=2))
     elif a.task:

@@ -140,7 +140,9 @@ def encoder(model: str) -> Encode:
     tok = load_tokenizer(resolve_model_dir(model))
 
     def encode(text: str) -> list[int]:
-        return list(tok(text, add_special_tokens=False)["input_ids"]) if text else []
+        # whole files are counted, not run: no warning that one is longer than the model's
+        # positions (verbose=False)
+        return list(tok(text, add_special_tokens=False, verbose=False)["input_ids"]) if text else []
 
     return encode
 

@@ -4,7 +4,11 @@ fed the lines around that definition."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from infill_engine.lab.corpus import is_held_out
 from infill_engine.lab.eval_crossfile import crossfile_holes
@@ -35,3 +39,28 @@ def test_holes_use_a_name_defined_in_a_sibling_module(tmp_path: Path) -> None:
     assert uri.endswith(helpers) and "def frobnicate(x):" in text and source == "edit"
     assert first > 0 and text.count("\n") <= 64
     assert hole.prefix + hole.line + hole.suffix == USER
+
+
+def crossfile_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "infill_engine.cli", "eval-crossfile", *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_help_describes_the_evaluation_in_full() -> None:
+    p = crossfile_cli("--help")
+    assert p.returncode == 0
+    assert "a line that uses a name defined there?" in " ".join(p.stdout.split())
+
+
+@pytest.mark.parametrize("what", ["missing", "corrupt"])
+def test_a_bad_model_is_one_line_before_the_corpus_is_walked(tmp_path: Path, what: str) -> None:
+    model = tmp_path / "nowhere"
+    if what == "corrupt":
+        model.mkdir()
+        (model / "config.json").write_text("{ not json")
+    p = crossfile_cli("--model", str(model), "--limit", "1")
+    assert p.returncode == 2, p.stdout
+    assert p.stderr.startswith("dllm-infill eval-crossfile: ") and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -85,6 +88,15 @@ def test_table_formats_a_report() -> None:
     table = format_table(report)
     for want in ("50.0%", "8.0%", "12.0%", "33.0%", "20.0%", "1.70", "2.50", "skipped"):
         assert want in table
+    he = {"problems": 4, "span": 24, "pass@1_fixed_span": 0.25, "pass@1_oracle_span": 0.5,
+          "tokens_per_forward_fixed": 1.25, "ms_per_infill": 12.5}  # fmt: skip
+    table = format_table({**report, "masked_accuracy": {}, "humaneval_single_line": he})
+    rows = dict(tuple(c.strip() for c in ln.strip("|").split("|")) for ln in table.splitlines())
+    assert rows["held-out masked-token accuracy"] == "skipped: no windows"
+    assert rows["HumanEval single-line pass@1, span 24 (4)"] == "25.0%"
+    assert rows["HumanEval single-line pass@1, oracle span (4)"] == "50.0%"
+    assert rows["tokens per forward, HumanEval span 24"] == "1.25"
+    assert rows["ms per infill (HumanEval, fixed span)"] == "12.5"
 
 
 def test_unigram_baselines_count_what_they_claim() -> None:
@@ -240,3 +252,17 @@ def test_span_eval_fills_the_same_holes_four_ways() -> None:
     assert rows["oracle"]["span"] == round(true, 1)
     table = format_task({"task": "single-line", "span": 16, "heldout": rows, "humaneval": None})
     assert table.count("| held-out |") == 4 and "skipped" in table
+
+
+def test_no_windows_and_no_humaneval_say_so_without_a_traceback(tmp_path: Path) -> None:
+    """--windows 0 once died in torch.stack of an empty list; a missing HumanEval file is
+    skipped with a word on where to get it."""
+    p = subprocess.run(
+        [sys.executable, "-m", "infill_engine.cli", "eval-infill", "--windows", "0", "--lines",
+         "0", "--bodies", "0", "--data", str(tmp_path / "none.jsonl.gz")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr
+    assert "held-out masked-token accuracy" in p.stdout and "skipped: no windows" in p.stdout
+    assert "github.com/openai/human-eval-infilling" in p.stderr and "--data" in p.stderr
