@@ -101,6 +101,7 @@ def serve(argv: list[str]) -> int:
     import signal
 
     from . import load
+    from .cli_models import startup_check
     from .scheduler import MAX_BATCH, MAX_QUEUE
     from .service import (
         TOKEN_ENV,
@@ -159,6 +160,10 @@ def serve(argv: list[str]) -> int:
             return _serve_ray(a, address, token)
         if a.max_batch < 1 or a.max_queue < 1:
             raise ServeError("--max-batch and --max-queue must be >= 1")
+        fits = startup_check(  # before the weights load (fit.py)
+            a.model, a.device, a.dtype, a.quantize, a.max_batch, a.qwen2_diffusion
+        )
+        print(f"dllm-infill serve: {fits}", file=sys.stderr, flush=True)
         engine = load(a.model, device=a.device, dtype=a.dtype,
                       qwen2_as_diffusion=a.qwen2_diffusion, quantize=a.quantize)  # fmt: skip
     except (ServeError, OSError, ValueError) as e:

@@ -86,7 +86,7 @@ def check(argv: list[str]) -> int:
     except (ModelLoadError, ValueError, OSError) as e:
         print(f"dllm-infill check: {e}", file=sys.stderr)
         return 2
-    label = f"{a.shape or a.model} ({family})"
+    label = f"{a.shape or a.model}: {family}"
     if a.json:
         out = {"model": a.shape or a.model, "family": family, "device": device,
                **result.as_dict(), "remedies": fit.remedies(result, args)}  # fmt: skip
@@ -109,7 +109,7 @@ def startup_check(
         args, device=dev, free=fit.free_memory(dev), quantize=quantize, dtype=dtype, batch=batch
     )
     if not result.fits:
-        lines = fit.explain(result, args, f"{model} ({family})", dev)
+        lines = fit.explain(result, args, f"{model}: {family}", dev)
         raise fit.FitError(f"{lines[-1]} ({lines[2].split(None, 1)[1]}; --max-batch is the batch)")
     return (
         f"memory: weights {fit.gb(result.weights)}, {fit.gb(result.per_row)} per row at "

@@ -183,7 +183,7 @@ def explain(fit: Fit, args: ModelArgs, label: str, device: str) -> list[str]:
     head = "embedding and head " if fit.quantize != "none" else ""
     prec = fit.quantize if fit.quantize != "none" else fit.dtype
     lines = [
-        f"model      {label} ({fit.params / 1e9:.2f} B parameters)",
+        f"model      {label}, {fit.params / 1e9:.2f} B parameters",
         f"device     {device}, {gb(fit.free)} free ({gb(fit.reserve)} kept in reserve)",
         f"weights    {gb(fit.weights)} at {prec}" + (f" ({head}{fit.dtype})" if head else ""),
         f"K/V cache  {gb(fit.cache_per_row)} per row at {fit.context} tokens of context",

@@ -1,0 +1,120 @@
+"""Does it fit (fit.py, `dllm-infill check`, the service's start-up check): the arithmetic
+agrees with the bytes the real parts hold, and a model that cannot fit fails before it loads,
+with the numbers and the options that would make it fit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, make_dream
+from hub_standin import HubStandIn, read_dir
+
+from infill_engine import fit, load
+from infill_engine.cache import KVCache
+from infill_engine.models.shapes import shape_args
+from infill_engine.quantize import weight_bytes
+
+CLI = [sys.executable, "-m", "infill_engine.cli"]
+
+
+@pytest.fixture(scope="module")
+def dream_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("dream")
+    make_dream(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("quantize", "dtype", "bound"),
+    # int8's scales and int4's groups are counted as the real layers of 7B widths hold them;
+    # this tiny model's 64-wide layers take int4 groups of 64 (quantize.py), hence 2%
+    [("none", "float32", 0.0), ("none", "bfloat16", 0.0), ("int8", "float32", 0.01),
+     ("int4", "float32", 0.02)],
+)  # fmt: skip
+def test_weights_are_the_bytes_the_loaded_model_holds(
+    dream_dir: Path, quantize: str, dtype: str, bound: float
+) -> None:
+    engine = load(str(dream_dir), device="cpu", dtype=dtype, quantize=quantize)
+    real = weight_bytes(engine.model)
+    estimate = fit.estimate(engine.args, device="cpu", free=1 << 40, quantize=quantize,
+                            dtype=dtype).weights  # fmt: skip
+    assert abs(estimate - real) <= bound * real
+
+
+def test_cache_per_row_is_what_the_kv_cache_allocates() -> None:
+    _, args, _ = shape_args("dream-7b", layers=2)
+    context = 300
+    cache = KVCache(args.num_layers, batch=1, length=context)
+    k = torch.zeros(1, args.num_kv_heads, 5, args.head_dim, dtype=torch.bfloat16)
+    for layer in range(args.num_layers):
+        cache.store(layer, None, k, k)
+    held = sum(t.numel() * t.element_size() for t in (*cache.k, *cache.v))
+    assert fit.cache_bytes(args, context, 2) == held
+
+
+def test_dream_7b_int4_on_a_12_gb_card() -> None:
+    """The README's figures: `dllm-infill check --shape dream-7b --device cuda --quantize int4
+    --memory 12`."""
+    _, args, _ = shape_args("dream-7b")
+    f = fit.estimate(args, device="cuda", free=12 * 10**9, quantize="int4")
+    assert round(f.params / 1e9, 2) == 7.62
+    assert 5.5e9 < f.weights < 5.8e9 and f.fits and f.largest_batch == 12
+    bf16 = fit.estimate(args, device="cuda", free=12 * 10**9, batch=4)
+    assert not bf16.fits and bf16.largest_batch == 0
+    assert fit.remedies(bf16, args)[0].startswith("--quantize int8 (weights 8.71 GB")
+
+
+def test_check_cli(tmp_path: Path) -> None:
+    ok = _run("check", "--shape", "dream-7b", "--device", "cuda", "--quantize", "int4",
+              "--memory", "12", "--json")  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    out = json.loads(ok.stdout)
+    assert out["fits"] and out["largest_batch"] == 12 and out["quantize"] == "int4"
+    too_big = _run("check", "--shape", "dream-7b", "--device", "cuda", "--memory", "12",
+                   "--batch", "4")  # fmt: skip
+    assert too_big.returncode == 1
+    assert "weights    15.23 GB at bfloat16" in too_big.stdout
+    assert "does not fit: needs 17.61 GB, 12.00 GB free; would fit with --quantize int8" in (
+        too_big.stdout
+    )
+    bad = _run("check", "--model", str(tmp_path / "nothing-here"), "--device", "cpu")
+    assert bad.returncode == 2 and "no such directory" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+@pytest.fixture
+def hub(tmp_path: Path, dream_dir: Path) -> Iterator[HubStandIn]:
+    with HubStandIn() as h:
+        files = read_dir(dream_dir)
+        config = json.loads(files["config.json"])
+        config.update(hidden_size=8192, intermediate_size=32768, num_hidden_layers=2000,
+                      num_attention_heads=64, num_key_value_heads=8)  # fmt: skip
+        h.repo("org/huge").add(dict(files, **{"config.json": json.dumps(config).encode()}))
+        yield h
+
+
+def test_serve_refuses_a_model_that_cannot_fit_before_it_downloads(
+    hub: HubStandIn, tmp_path: Path
+) -> None:
+    """2000 blocks of 8192 wide: about 1.9 T parameters; no machine here holds that."""
+    env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"))
+    sock = str(tmp_path / "s.sock")
+    r = _run("serve", "--listen", f"unix:{sock}", "--model", "org/huge", "--device", "cpu",
+             env=env)  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "does not fit: needs" in r.stderr and "float32" in r.stderr
+    assert "Traceback" not in r.stderr
+    fetched = {p.rsplit("/", 1)[1] for m, p, _ in hub.requests if m == "GET" and "/resolve/" in p}
+    assert fetched == {"config.json"}  # no weights downloaded
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(env or os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=120)
