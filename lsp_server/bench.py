@@ -7,6 +7,10 @@ worker thread, tokenization included, from `dllm/status`, read outside the timed
 then prints p50/p95 of both and of their difference: the server's overhead (JSON-RPC, context
 building with the tokenizer, post-processing, syntax checks). A second pass re-asks at the same
 cursors after typing one character, to time the typed-ahead cache, which never calls the model.
+
+The server it starts keeps its acceptance counts in a temporary state directory, removed at the
+end: a benchmark's requests are not the user's completions (telemetry.py). A figure with no
+samples (no request typed ahead) is null in `--json` and "-" in the table.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,11 +39,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _pct(values: list[float], q: float) -> float:
+def _pct(values: list[float], q: float) -> float | None:
     if not values:
-        return float("nan")
+        return None
     s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+    return round(s[min(len(s) - 1, round(q * (len(s) - 1)))], 2)
 
 
 def cursors(text: str, n: int) -> list[tuple[int, int]]:
@@ -47,7 +53,13 @@ def cursors(text: str, n: int) -> list[tuple[int, int]]:
     return [ends[(k * 7919) % len(ends)] for k in range(n)]
 
 
-async def run(n: int, sample: Path, settings: dict[str, Any], server: list[str]) -> dict[str, Any]:
+async def run(
+    n: int,
+    sample: Path,
+    settings: dict[str, Any],
+    server: list[str],
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     client = LanguageClient("dllm-bench-lsp", "0")
     logs: list[str] = []
 
@@ -59,7 +71,7 @@ async def run(n: int, sample: Path, settings: dict[str, Any], server: list[str])
     def _show(params: lsp.ShowMessageParams) -> None:
         print(f"bench-lsp: server says: {params.message}", file=sys.stderr)
 
-    await client.start_io(*server)
+    await client.start_io(*server, env=env)
     caps = lsp.ClientCapabilities(window=lsp.WindowClientCapabilities(work_done_progress=False))
     await client.initialize_async(
         lsp.InitializeParams(capabilities=caps, initialization_options=settings)
@@ -140,11 +152,11 @@ async def run(n: int, sample: Path, settings: dict[str, Any], server: list[str])
     client.exit(None)
     await client.stop()
 
-    def summary(values: list[float]) -> dict[str, float]:
+    def summary(values: list[float]) -> dict[str, float | None]:
         return {
-            "p50": round(_pct(values, 0.5), 2),
-            "p95": round(_pct(values, 0.95), 2),
-            "mean": round(statistics.fmean(values), 2) if values else float("nan"),
+            "p50": _pct(values, 0.5),
+            "p95": _pct(values, 0.95),
+            "mean": round(statistics.fmean(values), 2) if values else None,
         }
 
     return {
@@ -168,15 +180,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if a.requests < 0:
+        ap.error(f"--requests must be >= 0, got {a.requests}")
     settings = {"model": a.model, "device": a.device, "debounceMs": 0, "candidates": 1}
     server = [sys.executable, "-m", "lsp_server", "--log-level", "WARNING"]
     try:
-        out = asyncio.run(run(a.requests, a.sample, settings, server))
+        with tempfile.TemporaryDirectory(prefix="dllm-bench-lsp-") as state:
+            env = {**os.environ, "XDG_STATE_HOME": state}  # not the user's acceptance counts
+            out = asyncio.run(run(a.requests, a.sample, settings, server, env))
     except (OSError, RuntimeError) as e:
         print(f"bench-lsp: {e}", file=sys.stderr)
         return 2
     if a.json:
-        print(json.dumps(out))
+        print(json.dumps(out, allow_nan=False))
         return 0
     print(f"bench-lsp: {out['requests']} requests, {out['model']} on {out['device']}")
     print(f"{'':14}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
@@ -186,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         ("overhead_ms", "server adds"),
         ("typeahead_ms", "typed ahead"),
     ):
-        v = out[key]
-        print(f"{label:14}{v['p50']:>10.2f}{v['p95']:>10.2f}{v['mean']:>10.2f}")
+        cells = (
+            "-" if out[key][k] is None else f"{out[key][k]:.2f}" for k in ("p50", "p95", "mean")
+        )
+        print(f"{label:14}" + "".join(f"{c:>10}" for c in cells))
     return 0

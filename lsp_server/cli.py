@@ -32,7 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["stats"]:  # the completion counts kept on this machine (telemetry.py)
         return stats_main(args[1:])
     ap = argparse.ArgumentParser(
-        prog="dllm-infill-ls", description="Language server for diffusion-LM code infill."
+        prog="dllm-infill-ls",
+        description="Language server for diffusion-LM code infill.",
+        epilog="other command: dllm-infill-ls stats [--json] [--file PATH] prints the "
+        "completions shown and accepted per language, as counted on this machine "
+        "(dllm-infill-ls stats --help)",
     )
     ap.add_argument("--stdio", action="store_true", help="serve on stdio (the default)")
     ap.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="serve on TCP")

@@ -171,6 +171,10 @@ class DllmServer(LanguageServer):
                 self.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=message))
         if self.backend.state == "ready":
             self.fit_settings()
+        elif opts.address is not None:  # no model loads here: the error names the service
+            self.tell(
+                self.backend.error or f"engine service {opts.address} failed", lsp.MessageType.Error
+            )
         else:
             self.tell(
                 f"cannot load model {opts.model!r}: {self.backend.error}", lsp.MessageType.Error

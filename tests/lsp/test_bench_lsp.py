@@ -1,0 +1,39 @@
+"""`dllm-infill bench-lsp`, run as a user runs it: it leaves the user's acceptance counts alone
+and writes valid JSON when a figure has no samples."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def strict(text: str) -> Any:
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_bench_lsp_keeps_out_of_the_users_counts_and_writes_null_not_nan(tmp_path: Path) -> None:
+    """With no timed requests (-n 0) every figure has no samples: null in --json (a bare NaN
+    once, which JSON parsers refuse), "-" in the table. The warm-up request still runs through
+    the server, whose counts once went into the user's own stats file."""
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}  # the user's state directory
+    p = subprocess.run(
+        [sys.executable, "-m", "infill_engine.cli", "bench-lsp", "-n", "0", "--json"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    out = strict(p.stdout)
+    assert out["requests"] == 0
+    assert out["typeahead_ms"] == {"p50": None, "p95": None, "mean": None}
+    assert not (tmp_path / "dllm-infill" / "stats.json").exists(), list(tmp_path.rglob("*"))
+    bad = subprocess.run(
+        [sys.executable, "-m", "infill_engine.cli", "bench-lsp", "-n", "-1"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--requests must be >= 0" in bad.stderr
