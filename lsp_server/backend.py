@@ -39,8 +39,9 @@ from .engine_client import (
     State,
     Superseded,
 )
+from .fim_remote import FimEngineClient
 from .local_engine import LocalEngineClient
-from .options import EngineOptions
+from .options import FIM_PREFIX, EngineOptions
 from .remote import Link
 from .remote_engine import RemoteEngineClient
 
@@ -68,7 +69,8 @@ class Backend:
         self._ledger = Ledger()
         self.loads = 0  # model loads that ran on the worker
         self._local: LocalEngineClient | None = None  # the client of the in-process engine
-        self._service: RemoteEngineClient | None = None  # with engineAddress
+        # with engineAddress: the engine service, or an OpenAI-compatible API (openai+URL)
+        self._service: RemoteEngineClient | FimEngineClient | None = None
 
     @property
     def counters(self) -> Counters:
@@ -88,7 +90,10 @@ class Backend:
         if old is not None:
             old.close()
         if options.address is not None:
-            self._service = RemoteEngineClient(self, options, self._ledger, self.backoff_s)
+            client = (
+                FimEngineClient if options.address.startswith(FIM_PREFIX) else RemoteEngineClient
+            )
+            self._service = client(self, options, self._ledger, self.backoff_s)
             await self._service.connect(report)
             return
         report(f"loading {options.model} on {options.device}")
@@ -116,7 +121,9 @@ class Backend:
         from infill_engine import load
 
         self.loads += 1
-        return load(options.model, device=options.device, dtype=options.dtype)
+        return load(
+            options.model, device=options.device, dtype=options.dtype, quantize=options.quantize
+        )
 
     def close(self) -> None:
         """Stop: queued calls never start, running ones stop at their next pass."""

@@ -10,9 +10,11 @@ same way, what only a loaded model can judge (spans against its positions).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from infill_engine.params import CACHE_MODES, DECODE_POLICIES, InfillParams
 from infill_engine.service.listen import ServeError, parse_address
@@ -30,6 +32,12 @@ class EngineOptions:
     address: str | None = None  # engine service address; None = in-process
     # the service's token (engineToken, else $DLLM_SERVE_TOKEN); never shown in logs or status
     token: str | None = field(default=None, repr=False)
+    quantize: str = "none"  # weight-only "int8" / "int4" of the in-process engine (torchao)
+    # An OpenAI-compatible FIM endpoint (engineAddress "openai+https://HOST/v1", fim_remote.py):
+    # the model to ask for (None: the first its /models lists), and the environment variable
+    # holding its key when engineToken is not set.
+    api_model: str | None = None
+    key_env: str = "DLLM_API_KEY"
 
 
 @dataclass(frozen=True)
@@ -132,14 +140,52 @@ def normalize_address(text: str) -> str:
     return str(address)
 
 
+FIM_PREFIX = "openai+"  # engineAddress of an OpenAI-compatible FIM endpoint (fim_remote.py)
+
+
+def normalize_fim_address(text: str) -> str:
+    """`openai+https://HOST[:PORT]/PATH` (or `openai+http://`), the base URL of an OpenAI-style
+    API (`openai+https://api.inceptionlabs.ai/v1`) or one route of it (`.../v1/completions`),
+    without its trailing slash; ValueError otherwise. A key in the URL (`user:key@`) is refused
+    without echoing the address: keys go in engineToken or an environment variable."""
+    url = text[len(FIM_PREFIX) :]
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not carry credentials; set engineToken or $DLLM_API_KEY instead")
+    try:
+        parts.port  # noqa: B018 (it raises on a bad port)
+    except ValueError:
+        raise ValueError(f"has a bad port: {text[:200]!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url):
+        raise ValueError(f"must be openai+https://HOST[:PORT]/PATH, got {text[:200]!r}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"takes no query or fragment, got {text[:200]!r}")
+    return FIM_PREFIX + url.rstrip("/")
+
+
 def _address(v: Any) -> str | None:
     if v is None or v == "":
         return None
     if not isinstance(v, str):
         raise ValueError(
-            f"must be a string, unix:PATH, tcp://HOST:PORT or http://HOST:PORT, got {v!r:.200}"
+            "must be a string, unix:PATH, tcp://HOST:PORT, http://HOST:PORT or "
+            f"openai+https://HOST/PATH, got {type(v).__name__}"
         )
+    if v.startswith(FIM_PREFIX):
+        return normalize_fim_address(v)
     return normalize_address(v)
+
+
+def _quantize(v: Any) -> str:
+    if v not in ("none", "int8", "int4"):
+        raise ValueError("must be one of none, int8, int4")
+    return str(v)
+
+
+def _env_name(v: Any) -> str:
+    if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", v):
+        raise ValueError("must be the name of an environment variable")
+    return v
 
 
 def _int_in(lo: int, hi: int) -> Callable[[Any], int]:
@@ -214,6 +260,9 @@ _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("engine", "dtype", "dtype", _text),
     ("engine", "address", "engineAddress", _address),
     ("engine", "token", "engineToken", _optional_text),
+    ("engine", "quantize", "quantize", _quantize),
+    ("engine", "api_model", "engineModel", _optional_text),
+    ("engine", "key_env", "engineApiKeyEnv", _env_name),
     ("decode", "policy", "decode.policy", _policy),
     ("decode", "threshold", "decode.threshold", _or_none(_float_in(0.0, 1.0))),
     ("decode", "block_size", "decode.blockSize", _int_in(1, 512)),
