@@ -153,6 +153,8 @@ class Backend:
             "dtype": None,
             "family": e.family if e else None,
             "model_threshold": e.threshold if e else None,  # τ when decode.threshold is null
+            "quantize": self.options.quantize if e else None,
+            "weights_mib": _weights_mib(e) if e else None,  # int8/int4 shrink it (quantize.py)
             "loads": self.loads,
             "torch_loaded": "torch" in sys.modules,  # never, with engineAddress
             **self._ledger.snapshot(),
@@ -187,3 +189,10 @@ class Backend:
 
     async def refine(self, job: Refinement) -> RefineResult:
         return await self._ready_client().refine(job)
+
+
+def _weights_mib(engine: Engine) -> float:
+    """The in-process engine's weight memory (torch is loaded: the engine is)."""
+    from infill_engine.quantize import weight_bytes
+
+    return round(weight_bytes(engine.model) / 2**20, 1)
