@@ -33,7 +33,7 @@ from typing import Any, Generic, TypeVar
 import msgpack
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -325,7 +325,10 @@ class HttpFront:
                 raise Refusal("timeout", f"the body was still arriving after {waited:.1f}s "
                               "and its place went to another request")  # fmt: skip
             raise Refusal("timeout", f"the body did not arrive in {self.body_timeout_s:g}s")
-        raw = reading.result()  # raises its Refusal (too large)
+        try:
+            raw = reading.result()  # raises its Refusal (too large)
+        except ClientDisconnect:
+            raise Refusal("cancelled", "the client went away before its body arrived") from None
         slot.arrived()
         if packed:
             try:

@@ -148,7 +148,7 @@ def check_listen(address: Address, token: str | None, allow_remote: bool) -> Non
         raise ServeError(f"{address.host} is not a loopback address; pass --allow-remote")
 
 
-def client_hint(bound: Address, token: str) -> str:
+def client_hint(bound: Address, token: str) -> tuple[str, str]:
     """What a user pastes into a client of the HTTP front: the token, and llama.vim's config
     (without `api_key` llama.vim gets 401s and shows nothing, without a word)."""
     host = "127.0.0.1" if bound.host in ("0.0.0.0", "") else bound.host
@@ -156,8 +156,8 @@ def client_hint(bound: Address, token: str) -> str:
     endpoint = f"http://{host}:{bound.port}/infill"
     quoted = token.replace("'", "''")  # Vim's single-quoted string
     return (
-        f"token (the API key of every client; Authorization: Bearer TOKEN): {token}\n"
-        f"llama.vim: let g:llama_config = {{'endpoint_fim': '{endpoint}', 'api_key': '{quoted}'}}"
+        f"token (the API key of every client; Authorization: Bearer TOKEN): {token}",
+        f"llama.vim: let g:llama_config = {{'endpoint_fim': '{endpoint}', 'api_key': '{quoted}'}}",
     )
 
 

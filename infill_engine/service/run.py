@@ -111,7 +111,8 @@ async def _serve_http(
         if ready is not None:
             ready(bound)
         if service.token is not None:  # to paste into a client (serve's log, on stderr)
-            log.info("%s", client_hint(bound, service.token))
+            for line in client_hint(bound, service.token):
+                log.info("%s", line)
         waiter = asyncio.ensure_future(stop.wait() if stop is not None else asyncio.Event().wait())
         await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()

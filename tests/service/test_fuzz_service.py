@@ -8,7 +8,9 @@ beside the dots; they are also written to the terminal directly)."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import select
 import socket
 import time
 from collections import Counter
@@ -16,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -36,6 +39,8 @@ from infill_engine.service import (
     ServiceThread,
     parse_params,
 )
+from infill_engine.service.front import HTTP_SLOTS_PER_PEER
+from infill_engine.service.slots import STALL_S
 from infill_engine.stop import STOP_KINDS
 
 BOUND_S = 10.0  # the longest any reply may take
@@ -622,6 +627,229 @@ def test_a_bool_is_not_a_number_of_params(name: str) -> None:
         InfillParams(**{name: True})
     with pytest.raises(BadRequest, match=name):
         parse_params({name: True})
+
+
+# -- the HTTP front: broken text, stalled headers, one client's flood ---------------------------
+HTTP_BODIES: dict[str, dict[str, Any]] = {
+    "/infill": {"input_prefix": "def f(x):\n", "prompt": "    return ", "input_suffix": "\n",
+                "input_extra": [{"filename": "a.py", "text": "x = 1\n"}], "n_predict": 4},
+    "/v1/completions": {"prompt": ["def f(x):\n    return "], "suffix": "\n", "max_tokens": 4,
+                        "stop": ["\n\n"], "model": "m"},
+    "/v2/infill": {"text": "def f(x):\n    return \n", "offset": 20, "languageId": "python",
+                   "extra": [{"path": "b.py", "text": "y = 2\n"}], "params": GOOD_PARAMS},
+    "/v2/refine": {"prefix": "def f(x):\n    return ", "text": "x + 1", "suffix": "\n"},
+}  # fmt: skip
+HEADER_TIMEOUT_S = 0.5
+
+
+@pytest.fixture(scope="module")
+def http(engine: Engine) -> Iterator[tuple[Service, int]]:
+    """The HTTP front with a short header deadline and the default slots."""
+    service = Service(Scheduler(engine, max_batch=8), "builtin", TOKEN,
+                      header_timeout_s=HEADER_TIMEOUT_S)  # fmt: skip
+    with ServiceThread(service, Address("http", host="127.0.0.1", port=0)) as thread:
+        assert thread.bound is not None
+        yield service, thread.bound.port
+
+
+Keys = tuple[str | int, ...]
+
+
+def _texts(value: Any, keys: Keys = ()) -> list[Keys]:
+    """Where the strings of a body are (the fields a client writes text in), as key paths."""
+    if isinstance(value, str):
+        return [keys]
+    if not isinstance(value, dict | list):
+        return []
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    return [p for k, v in items for p in _texts(v, (*keys, k))]
+
+
+def _name(keys: Keys) -> str:
+    """A key path as the service names it: `input_extra[0].text`."""
+    out = ""
+    for k in keys:
+        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else k)
+    return out
+
+
+def _put(value: Any, keys: Keys, text: str) -> Any:
+    """`value` with the string at `keys` replaced by `text`."""
+    if not keys:
+        return text
+    head, rest = keys[0], keys[1:]
+    if isinstance(value, list):
+        return [_put(v, rest, text) if i == head else v for i, v in enumerate(value)]
+    return {k: _put(v, rest, text) if k == head else v for k, v in value.items()}
+
+
+surrogate = st.integers(0xD800, 0xDFFF).map(chr)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(route=st.sampled_from(sorted(HTTP_BODIES)), data=st.data())
+def test_http_fuzz_broken_text_is_a_400_naming_its_field(
+    http: tuple[Service, int], route: str, data: st.DataObject
+) -> None:
+    """A lone surrogate (JSON's `\\ud800`) anywhere a client writes text, keys too, on every
+    route: a 400 that names the field, never the tokenizer's 500 (and nothing is queued)."""
+    service, port = http
+    body = HTTP_BODIES[route]
+    keys = data.draw(st.sampled_from(_texts(body)))
+    bad = data.draw(st.tuples(st.text(CHARS, max_size=6), surrogate, st.text(CHARS, max_size=6)))
+    as_key = data.draw(st.integers(0, 9)) == 0
+    broken = {**body, "".join(bad): 1} if as_key else _put(body, keys, "".join(bad))
+    submitted = service.scheduler.stats()["submitted"]
+    r = httpx.post(f"http://127.0.0.1:{port}{route}", headers={"Authorization": f"Bearer {TOKEN}"},
+                   content=json.dumps(broken), timeout=BOUND_S)  # fmt: skip
+    FIGURES["http_broken_text"] += 1
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]["message"]
+    assert message.startswith("a field name in the body" if as_key else f"{_name(keys)} is not")
+    assert f"U+{ord(bad[1]):04X}" in message
+    assert service.scheduler.stats()["submitted"] == submitted
+
+
+def test_bytes_that_are_not_utf8_are_a_bad_request_naming_the_field(
+    target: Target, http: tuple[Service, int]
+) -> None:
+    """msgpack carries bytes that are not UTF-8 in a string (here a surrogate's, CESU-8 style):
+    the frame was refused whole, without the request's id; now its request is answered
+    `bad_request` naming the field, and the connection goes on. The same map over HTTP."""
+    fields = {"type": "infill", "id": "cesu", "prefix": "PREFIX", "suffix": "\n"}
+    raw = msgpack.packb(fields).replace(b"PREFIX", b"x =\xed\xa0\x80")  # 6 bytes, as before
+    conn = target.fuzz_conn()
+    conn.sock.sendall(len(raw).to_bytes(4, "big") + raw)
+    m = conn.take(lambda r: r.get("id") == "cesu")
+    assert m["type"] == "infill" and m["error"]["code"] == "bad_request", m
+    assert m["error"]["message"].startswith("prefix is not valid Unicode text"), m
+    target.check_good(target.good(conn), conn)
+    _, port = http
+    native = msgpack.packb({"text": "TEXT", "offset": 0}).replace(b"TEXT", b"\xff\xfe\xfd\xfc")
+    r = httpx.post(f"http://127.0.0.1:{port}/v2/infill", content=native, timeout=BOUND_S,
+                   headers={"Authorization": f"Bearer {TOKEN}",
+                            "Content-Type": "application/msgpack"})  # fmt: skip
+    assert r.status_code == 400 and "text is not valid Unicode" in r.json()["error"]["message"]
+
+
+def _connect(port: int, source: str = "127.0.0.1") -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", port))
+    s.settimeout(BOUND_S)
+    return s
+
+
+def _until_closed(s: socket.socket) -> bytes:
+    """What the server wrote before it closed the connection."""
+    got = b""
+    while chunk := s.recv(65536):
+        got += chunk
+    return got
+
+
+def _good_http(port: int) -> httpx.Response:
+    return httpx.post(f"http://127.0.0.1:{port}/v2/infill", json=HTTP_BODIES["/v2/infill"],
+                      headers={"Authorization": f"Bearer {TOKEN}"}, timeout=BOUND_S)  # fmt: skip
+
+
+def test_http_stalled_headers_are_answered_408_and_closed(http: tuple[Service, int]) -> None:
+    """Half the headers then nothing, one byte at a time, nothing at all, or a second request
+    on a kept-alive connection that stalls: every connection is closed within the header
+    deadline (uvicorn kept them open for as long as the client liked), and the others served."""
+    service, port = http
+    before = service.counters.header_timeouts
+    head = b"POST /v2/infill HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+    kept = _connect(port)
+    raw = json.dumps(HTTP_BODIES["/v2/infill"]).encode()
+    kept.sendall(head + TOKEN.encode() + b"\r\nContent-Length: " + str(len(raw)).encode()
+                 + b"\r\n\r\n" + raw)  # fmt: skip
+    first = kept.recv(65536)
+    assert first.startswith(b"HTTP/1.1 200"), first
+    kept.sendall(b"GET /health HTTP/1.1\r\nHo")  # the next request, stalled
+    t0 = time.monotonic()
+    half = [_connect(port) for _ in range(40)]
+    for s in half:
+        s.sendall(head)
+    silent = [_connect(port) for _ in range(10)]
+    drip = _connect(port)
+    for byte in head:  # a slow drip: each byte well inside the deadline, the whole not
+        try:
+            drip.sendall(bytes([byte]))
+        except OSError:  # closed on us
+            break
+        time.sleep(HEADER_TIMEOUT_S / 4)
+    assert _good_http(port).status_code == 200  # the rest of the world is served meanwhile
+    for s in [*half, drip, kept]:
+        assert _until_closed(s).startswith(b"HTTP/1.1 408"), "a stalled request is told why"
+    for s in silent:
+        assert _until_closed(s) == b""  # nothing asked, nothing said: closed
+    waited = time.monotonic() - t0
+    for s in [*half, *silent, drip, kept]:
+        s.close()
+    FIGURES["http_stalled_headers"] += 52
+    assert waited < HEADER_TIMEOUT_S * 4 + 2, waited
+    assert service.counters.header_timeouts - before == 52
+
+
+def _stall_body(port: int, source: str) -> socket.socket:
+    s = _connect(port, source)
+    s.sendall(b"POST /v2/infill HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
+              + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")  # fmt: skip
+    return s
+
+
+def _answered(s: socket.socket) -> bytes:
+    """The status line the server has written on `s` so far (b"" for none); closes it."""
+    s.settimeout(0.05)
+    try:
+        return s.recv(65536)[:12]
+    except TimeoutError:
+        return b""
+    finally:
+        s.close()
+
+
+def test_http_one_clients_flood_of_stalled_bodies_starves_nobody(http: tuple[Service, int]) -> None:
+    """Requests whose bodies never come: one client's 300 (more than the front's 256 slots)
+    held them all for the body deadline, 10 s of 503 for everyone else. Now one address holds
+    at most 128 and is refused past them; once a body has stalled for a second, a newcomer takes
+    the slot of the body stalled longest (its own address's first: on loopback, which every
+    local client shares, that is the flood's), which is answered 408; and when two addresses
+    fill the front together, the newcomer takes the oldest of anyone's."""
+    service, port = http
+    evicted = service.counters.stalled_evictions
+    gone = service.metrics.requests[("http", "v2/infill", "cancelled")]
+    flood = [_stall_body(port, "127.0.0.1") for _ in range(300)]
+    time.sleep(STALL_S + 0.2)  # the flood's bodies are stalled now
+    for _ in range(3):
+        assert _good_http(port).status_code == 200  # before: 503 until the body deadline
+    assert service.counters.stalled_evictions - evicted == 1  # the first freed one for all
+    answers = [_answered(s) for s in flood]  # and closes them: their slots come back
+    assert answers[0] == b"HTTP/1.1 408"  # the oldest gave its slot up, and heard why
+    assert answers.count(b"HTTP/1.1 503") == 300 - HTTP_SLOTS_PER_PEER
+    assert answers.count(b"") == HTTP_SLOTS_PER_PEER - 1  # stalled, never answered
+    held = HTTP_SLOTS_PER_PEER - 1
+    _wait(lambda: service.metrics.requests[("http", "v2/infill", "cancelled")] - gone == held)
+
+    two = [_stall_body(port, f"127.0.0.{2 + i % 2}") for i in range(2 * HTTP_SLOTS_PER_PEER + 20)]
+    _wait(lambda: len(select.select(two, [], [], 0.05)[0]) == 20)  # the last, refused: all seen
+    refused = _good_http(port)  # the front is full and no body has stalled for long yet
+    assert refused.status_code == 503 and refused.json()["error"]["type"] == "busy"
+    time.sleep(STALL_S + 0.2)
+    assert _good_http(port).status_code == 200  # the oldest stalled body of anyone's went
+    assert service.counters.stalled_evictions - evicted == 2
+    answers = [_answered(s) for s in two]
+    assert answers[0] == b"HTTP/1.1 408"
+    assert answers.count(b"HTTP/1.1 503") == 20  # each address's share, and no more
+    FIGURES["http_flood"] += len(flood) + len(two)
+
+
+def _wait(cond: Callable[[], bool], timeout: float = BOUND_S) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "not in time"
+        time.sleep(0.01)
 
 
 def test_zz_figures(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
