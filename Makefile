@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# Prints the completion as an editor shows it (finished and syntax-checked against the file);
+# tests/engine/test_cli_fill.py puts it into the file and parses the result.
 demo: $(STAMP)
-	$(VENV)/bin/dllm-infill fill examples/hole.py --line 3 --col 5 --json
+	$(VENV)/bin/dllm-infill fill examples/hole.py --line 3 --col 5
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check infill_engine lsp_server grammars tests

@@ -50,6 +50,9 @@ def fill(argv: list[str]) -> int:
     ap.add_argument("--block-size", type=int, default=32)
     ap.add_argument("--min-tokens", type=int, default=1, help="hold end tokens off this long")
     ap.add_argument("--json", action="store_true", help="print the completion with its metrics")
+    ap.add_argument(
+        "--raw", action="store_true", help="the model's bare text, without the editor's finishing"
+    )
     a = ap.parse_args(argv)
     try:
         text = a.file.read_text()
@@ -69,13 +72,13 @@ def fill(argv: list[str]) -> int:
     except (OSError, ValueError) as e:
         print(f"dllm-infill fill: {e}", file=sys.stderr)
         return 2
+    import grammars
+
+    language = grammars.language_for_path(str(a.file)) or "plaintext"
     plan = None
     if span == "auto":  # the span planner, as the language server asks (planner.py)
-        import grammars
-
         from . import planner
 
-        language = grammars.language_for_path(str(a.file)) or "plaintext"
         plan = planner.plan(
             text,
             len(prefix),
@@ -86,12 +89,29 @@ def fill(argv: list[str]) -> int:
         )
         params = replace(params, max_span=max(params.max_span, plan.max_span))
     r = engine.infill(prefix, suffix, params, plan=plan)
+    shown = r.text if a.raw else _shown(r.text, prefix, suffix, language)
     if a.json:
-        fields = ("text", "tokens", "nfe_full", "nfe_block", "elapsed_ms", "stop_reason", "span")
-        print(json.dumps({k: getattr(r, k) for k in fields}, indent=2))
+        fields = ("tokens", "nfe_full", "nfe_block", "elapsed_ms", "stop_reason", "span")
+        out = {"text": shown, "raw": r.text, **{k: getattr(r, k) for k in fields}}
+        print(json.dumps(out, indent=2))
     else:
-        print(r.text)
+        print(shown)
     return 0
+
+
+def _shown(raw: str, prefix: str, suffix: str, language: str) -> str:
+    """What an editor shows of the fill (finish: the language server's finishing steps and
+    syntax check, on the whole file), or "" with a word on stderr when nothing is left."""
+    from .finish import finish
+
+    text = finish(raw, prefix, suffix, language)
+    if text is None:
+        print(
+            "dllm-infill fill: nothing to show: an editor would show no completion here (the "
+            "model's text: --raw)",
+            file=sys.stderr,
+        )
+    return text or ""
 
 
 def serve(argv: list[str]) -> int:

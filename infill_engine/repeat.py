@@ -1,14 +1,15 @@
-"""Repetition loops: a short run of text written over and over (`path.path.path.`), the way a
+'''Repetition loops: a short run of text written over and over (`path.path.path.`), the way a
 model that has lost the thread fills its span. One rule, two users: the stop rule (stop.py) ends
 a row once a loop is certain instead of running out its span, and the finishing steps
 (finish/postprocess.py) cut a loop out of what the editor would show.
 
-A loop is a unit of at most `MAX_PERIOD` characters, holding a letter, digit or underscore,
-written `MIN_COPIES` times or more in a row, `MIN_LENGTH` characters at least. Units of
-punctuation or whitespace alone (`)))`, `# ======`, indentation) are never loops: rulers and
-closers of nested calls repeat in real code. The same unit over fewer copies or characters is
-not certain enough to cut: `0, 0, 0` is data, `.path.path.path.path.path` is not.
-"""
+A loop is a unit of at most `MAX_PERIOD` characters written `MIN_COPIES` times or more in a
+row, `MIN_LENGTH` characters at least, whose unit holds a letter, digit or underscore, or is a
+line of code (a `"""` line over and over). Within a line, units of punctuation or whitespace
+alone (`)))`, `# ======`, indentation) are never loops: rulers and the closers of nested calls
+repeat in real code. The same unit over fewer copies or characters is not certain enough to
+cut: `0, 0, 0` is data, `.path.path.path.path.path` is not.
+'''
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def _first_run(text: str, same: bytes, p: int, before: int) -> Loop | None:
         run = (len(rest) - len(rest.lstrip(b"\0"))) // 4  # matching characters from start
         if run >= need and start < before:
             unit = text[start : start + p]
-            if _WORD.search(unit):
+            if _WORD.search(unit) or ("\n" in unit and unit.strip()):
                 return Loop(start, start + run + p, unit)
         at = same.find(zeros, 4 * (start + max(run, 1)))
     return None

@@ -22,6 +22,7 @@ from infill_engine.stop import StopRule
         ("x = [" + "0, " * 12 + "0]", "x = ["),
         ("ab" + "é" * 30, "ab"),  # characters, not bytes
         ("))))" + "ab" * 20, "))))"),
+        ('"""\n    ' * 6 + "return a", '"""\n'),  # a line of punctuation over and over
     ],
 )
 def test_text_is_cut_where_the_loop_starts(text: str, cut: str) -> None:
@@ -34,6 +35,7 @@ def test_text_is_cut_where_the_loop_starts(text: str, cut: str) -> None:
         "# " + "=" * 78,  # a ruler: punctuation only
         ")" * 40,  # the closers of deep calls
         " " * 80 + "\t" * 20,
+        "\n" * 30 + "    \n" * 10,  # blank lines are no code
         "x = [0, 0, 0, 0]",  # a few copies are data
         "path.path.path.",  # three copies, and short
         "self.a = a\n        self.b = b\n        self.c = c\n        self.d = d\n",

@@ -1,0 +1,74 @@
+"""`dllm-infill fill` prints what an editor shows: the model's text through the language
+server's finishing steps and syntax check (infill_engine/finish), `--raw` the bare text; and a
+fresh clone's `make demo` prints code that parses in its file. Real CLI subprocesses."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from infill_engine.finish import finish
+from infill_engine.repeat import find_loop
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "infill_engine.cli"]
+
+
+def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def demo_command() -> list[str]:
+    """The Makefile's `demo` recipe, with the venv's entry point as this interpreter's module."""
+    lines = (ROOT / "Makefile").read_text().split("\n")
+    recipe = lines[lines.index("demo: $(STAMP)") + 1]
+    assert recipe.startswith("\t$(VENV)/bin/dllm-infill "), recipe
+    return CLI + shlex.split(recipe.removeprefix("\t$(VENV)/bin/dllm-infill "))
+
+
+def splice(text: str, line: int, col: int, new: str) -> str:
+    lines = text.split("\n")
+    lines[line - 1] = lines[line - 1][: col - 1] + new + lines[line - 1][col - 1 :]
+    return "\n".join(lines)
+
+
+def test_make_demo_prints_code_that_parses_in_its_file() -> None:
+    """The demo prints what an editor shows at its hole: the language server's finish of the
+    model's raw text (raw `return None:` is `return None`), and that parses in the file."""
+    cmd = demo_command()
+    p = run(cmd)
+    assert p.returncode == 0, p.stderr
+    shown = p.stdout.removesuffix("\n")
+    assert shown.strip(), "the demo's hole is one the builtin model fills"
+    path = cmd[cmd.index("fill") + 1]
+    line, col = int(cmd[cmd.index("--line") + 1]), int(cmd[cmd.index("--col") + 1])
+    text = (ROOT / path).read_text()
+    compile(ast.parse(splice(text, line, col, shown)), path, "exec")
+    out = json.loads(run([*cmd, "--json"]).stdout)
+    assert out["text"] == shown
+    offset = len(splice(text, line, col, "\0").split("\0")[0])
+    assert finish(out["raw"], text[:offset], text[offset:], "python") == shown
+
+
+def test_fill_prints_the_finished_text_and_raw_the_bare_one(tmp_path: Path) -> None:
+    """The hole of issue 32: the builtin model loops (`path.path.path.`); an editor shows
+    nothing there, and so does `fill`, with a word on stderr; --raw and --json keep the text."""
+    src = tmp_path / "read.py"
+    text = "with open(path) as f:\n    \n"
+    src.write_text(text)
+    where = [str(src), "--line", "2", "--col", "5"]
+    p = run([*CLI, "fill", *where, "--json"])
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert find_loop(out["raw"]) is not None and out["stop_reason"] == "syntax", out
+    assert out["text"] == ""
+    assert out["tokens"] <= 64  # stopped once the loop was certain, not at the 192-token cap
+    plain = run([*CLI, "fill", *where])
+    assert plain.returncode == 0 and plain.stdout == "\n"
+    assert plain.stderr.strip().startswith("dllm-infill fill: nothing to show")
+    raw = run([*CLI, "fill", *where, "--raw"])
+    assert raw.returncode == 0 and raw.stdout == out["raw"] + "\n"
