@@ -14,11 +14,14 @@ block or body (BODY_KINDS); an invoked one may run over several lines.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from infill_engine.drafts import GATE, Draft
+from infill_engine.drafts.rank import choose
 from infill_engine.scheduler import Priority
 
 from .backend import Backend, Superseded
@@ -32,6 +35,7 @@ from .postprocess import Indent
 from .snooze import Snooze
 from .syntax import Around
 from .typeahead import TypeaheadCache
+from .workspace_index import WorkspaceIndex
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,8 @@ class Completer:
         self._inflight: dict[str, threading.Event] = {}
         self.snooze = Snooze()
         self.crossfile = ChunkStore()  # other files' chunks (crossfile.py)
+        self.workspace: WorkspaceIndex | None = None  # the workspace's lines, for drafts
+        self.sources: dict[str, int] = {}  # items shown, by source ("model", "document", ...)
 
     def configure(self, opts: Options) -> None:
         self.debounce.base_ms = opts.completion.debounce_ms
@@ -109,6 +115,10 @@ class Completer:
         ctx = opts.context
         budget = ctx.cross_file_tokens if ctx.cross_file else 0
         extra = self.crossfile.choose(ask.uri, ask.text, ask.offset, budget).extra if budget else ()
+        drafting = opts.drafts.enabled
+        found: tuple[Draft, ...] = ()
+        if drafting and self.workspace is not None and opts.drafts.workspace:
+            found = tuple(self.workspace.drafts(ask.uri, ask.text, ask.offset))
         hole = Hole(
             ask.text,
             ask.offset,
@@ -123,6 +133,8 @@ class Completer:
             ask.tree,
             extra,
             budget,
+            found,
+            drafting,
         )
         if (old := self._inflight.get(ask.uri)) is not None:
             old.set()  # a newer request on this document: the older one stops at its next pass
@@ -139,7 +151,8 @@ class Completer:
         # The syntax check reads the whole document, not the model's trimmed window.
         document = Around(ask.text[: ask.offset], ask.text[ask.offset :])
         prefix, suffix = filled.context(hole)
-        out: list[str] = []
+        one_line = not ask.invoked and filled.kind not in BODY_KINDS
+        fills: list[str] = []
         for r in results:
             if r.stop_reason == "cancelled":
                 return []
@@ -149,9 +162,23 @@ class Completer:
                 suffix,
                 ask.language_id,
                 document=document,
-                one_line=not ask.invoked and filled.kind not in BODY_KINDS,
+                one_line=one_line,
                 indent=ask.indent,
             )
-            if text and text not in out:
-                out.append(text)
-        return out
+            if text and text not in fills:
+                fills.append(text)
+        if not drafting:
+            return fills
+        drafts = []
+        for d in filled.drafts:  # the same finish: nothing shown adds a syntax error
+            text = finish(d.text, prefix, suffix, ask.language_id, document=document, one_line=True)
+            if text:
+                drafts.append(dataclasses.replace(d, text=text))
+        trust = opts.drafts.trust_model
+        if trust is None:
+            trust = opts.engine.model != "builtin" or opts.engine.address is not None
+        gate = GATE if opts.drafts.gate is None else opts.drafts.gate
+        chosen = choose(fills, drafts, not ask.invoked, gate, trust)
+        for c in chosen[: self._limit(ask, opts)]:
+            self.sources[c.source] = self.sources.get(c.source, 0) + 1
+        return [c.text for c in chosen]

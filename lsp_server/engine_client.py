@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
+from infill_engine.drafts import Draft
 from infill_engine.params import InfillParams, InfillResult, RefineResult
 from infill_engine.scheduler import Priority
 
@@ -42,7 +43,9 @@ class Hole:
     `params.span` is "auto" unless the user fixed one. `priority` is the caller's (`invoked`,
     `automatic`, `command`); `tree`: the document's tree-sitter tree of `text`, when kept.
     `extra`: other files' (path, text) chunks, the most relevant last, placed before the
-    prefix within `extra_tokens` of their own (service/native.py)."""
+    prefix within `extra_tokens` of their own (service/native.py). `drafts`: the workspace
+    index's drafts for the cursor; `drafting`: the engine looks for more in the text and the
+    chunks (infill_engine/drafts/)."""
 
     text: str
     offset: int
@@ -57,6 +60,8 @@ class Hole:
     tree: Any | None = None
     extra: tuple[tuple[str, str], ...] = ()
     extra_tokens: int = 0
+    drafts: tuple[Draft, ...] = ()
+    drafting: bool = False
 
     @property
     def after(self) -> int:
@@ -68,7 +73,8 @@ class Hole:
 class Filled:
     """The fills of a hole, one per candidate span, and the context the model saw around them:
     `text[start:offset]` before and `text[hole.after:stop]` after, in the hole's text, and
-    before them the other files' chunks kept (their paths, their tokens)."""
+    before them the other files' chunks kept (their paths, their tokens); and the drafts for
+    the cursor, best first."""
 
     results: list[InfillResult]
     kind: str  # the planned hole kind (planner.kinds)
@@ -77,6 +83,7 @@ class Filled:
     stop: int
     extra: tuple[str, ...] = ()
     extra_tokens: int = 0
+    drafts: tuple[Draft, ...] = ()
 
     def context(self, hole: Hole) -> tuple[str, str]:
         """(prefix, suffix) as the model saw them: what finish.py checks a fill against."""

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 from infill_engine import planner
 from infill_engine.context import Context, Tokens, build_context, tokenize_with
 from infill_engine.params import InfillResult, RefineResult
-from infill_engine.request import InfillRequest
 from infill_engine.scheduler import Cancelled, SchedulerError
-from infill_engine.service.native import NativeAsk, prepare
+from infill_engine.service.native import NativeAsk, Prepared, prepare
 
 from .engine_client import Filled, Hole, Ledger, NotReady, Refinement, Superseded
 
@@ -79,7 +78,7 @@ class LocalEngineClient:
             raise NotReady("the model has no tokenizer")
         return tokenize_with(tokenizer, text)
 
-    def prepare(self, hole: Hole) -> tuple[planner.SpanPlan, Context, list[InfillRequest]]:
+    def prepare(self, hole: Hole) -> Prepared:
         """Plan, cut, and one request per candidate span: the engine service's own steps
         (service/native.py), with the document's tree. The context's `suffix_end` is in the
         hole's text, past a selection."""
@@ -96,9 +95,10 @@ class LocalEngineClient:
             deadline_ms=None,
             extra=hole.extra,
             extra_tokens=hole.extra_tokens,
+            drafts=hole.drafts,
+            drafting=hole.drafting,
         )
-        prepared = prepare(self.engine, ask, hole.cancel, tree=hole.tree)
-        return prepared.plan, prepared.context, prepared.requests
+        return prepare(self.engine, ask, hole.cancel, tree=hole.tree)
 
     # -- calls -------------------------------------------------------------------------------------
     async def fill(self, hole: Hole) -> Filled:
@@ -111,7 +111,8 @@ class LocalEngineClient:
             try:
                 if cancel.is_set():
                     raise Superseded
-                plan, ctx, requests = self.prepare(hole)
+                prepared = self.prepare(hole)
+                plan, ctx, requests = prepared.plan, prepared.context, prepared.requests
                 tickets = [scheduler.submit_request(r, priority=hole.priority) for r in requests]
                 # shielded: a cancelled handler must not cancel the tickets' futures, whose
                 # results (stop_reason "cancelled") the counters still record
@@ -134,7 +135,16 @@ class LocalEngineClient:
         files, n = (ctx.extra.files, len(ctx.extra.ids)) if ctx.extra is not None else ((), 0)
         more = {"extra_files": list(files), "extra_tokens": n}
         self.ledger.record(results, (time.perf_counter() - t0) * 1000, kind=plan.kind, **more)
-        return Filled(results, plan.kind, plan.span, ctx.prefix_start, ctx.suffix_end, files, n)
+        return Filled(
+            results,
+            plan.kind,
+            plan.span,
+            ctx.prefix_start,
+            ctx.suffix_end,
+            files,
+            n,
+            tuple(prepared.drafts),
+        )
 
     async def _record_later(self, waits: list[asyncio.Future[InfillResult]], t0: float) -> None:
         """Record how a fill whose handler was cancelled ended (it stops at its next step)."""

@@ -100,12 +100,26 @@ class StatsOptions:
 
 
 @dataclass(frozen=True)
+class DraftOptions:
+    # Drafts (docs/drafts.md): lines the code already has, ranked with the model's fills.
+    enabled: bool = True
+    gate: float | None = None  # the score over which automatic triggers show a draft (None: GATE)
+    # Show the model's own fills on automatic triggers too. None: yes for a real checkpoint,
+    # no for the builtin model (its fills are rarely right).
+    trust_model: bool | None = None
+    workspace: bool = True  # index the workspace folders (workspace_index.py)
+    max_file_bytes: int = 512 * 1024  # larger files are not indexed
+    max_files: int = 20_000
+
+
+@dataclass(frozen=True)
 class Options:
     engine: EngineOptions = field(default_factory=EngineOptions)
     decode: DecodeOptions = field(default_factory=DecodeOptions)
     context: ContextOptions = field(default_factory=ContextOptions)
     completion: CompletionOptions = field(default_factory=CompletionOptions)
     stats: StatsOptions = field(default_factory=StatsOptions)
+    drafts: DraftOptions = field(default_factory=DraftOptions)
     token: str | None = None  # the shared secret a TCP client must send
 
 
@@ -231,6 +245,10 @@ def _bool(v: Any) -> bool:
     return v
 
 
+def _or_none_bool(v: Any) -> bool | None:
+    return None if v is None else _bool(v)
+
+
 def _policy(v: Any) -> str:
     if v not in DECODE_POLICIES:
         raise ValueError(f"must be one of {', '.join(DECODE_POLICIES)}")
@@ -280,6 +298,12 @@ _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("completion", "languages", "languages", _languages),
     ("stats", "enabled", "stats.enabled", _bool),
     ("stats", "slow_ms", "stats.slowMs", _float_in(1.0, 600_000.0)),
+    ("drafts", "enabled", "drafts.enabled", _bool),
+    ("drafts", "gate", "drafts.gate", _or_none(_float_in(-100.0, 100.0))),
+    ("drafts", "trust_model", "drafts.trustModel", _or_none_bool),
+    ("drafts", "workspace", "drafts.workspace", _bool),
+    ("drafts", "max_file_bytes", "drafts.maxFileBytes", _int_in(1024, 64 << 20)),
+    ("drafts", "max_files", "drafts.maxFiles", _int_in(0, 1_000_000)),
 ]
 _CLIENT_ONLY = {"serverPath"}  # editor-side settings that arrive with the rest: not ours
 _KNOWN = {key for _, _, key, _ in _SCHEMA} | {"token"} | _CLIENT_ONLY

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, Protocol
 
+from infill_engine.drafts import Draft
 from infill_engine.params import InfillParams, InfillResult, RefineResult
 from infill_engine.service import Message, ServiceError
 
@@ -192,6 +193,9 @@ class RemoteEngineClient:
         if hole.extra and hole.extra_tokens > 0:
             body["extra"] = [{"path": p, "text": t} for p, t in hole.extra]
             body["extraTokens"] = hole.extra_tokens
+        body["draft"] = hole.drafting
+        if hole.drafts:
+            body["drafts"] = [asdict(d) for d in hole.drafts]
         t0 = time.perf_counter()
         try:
             (reply,) = await self._call(NATIVE, [body], hole.cancel)
@@ -219,7 +223,8 @@ class RemoteEngineClient:
         self.ledger.record(results, (time.perf_counter() - t0) * 1000, kind=kind, **more)
         start = lo + int(ctx.get("start", hole.offset - lo))
         stop = lo + int(ctx.get("end", hole.after - lo))
-        return Filled(results, kind, int(plan.get("span", 0)), start, stop, files, n)
+        found = tuple(_draft(d) for d in reply.get("drafts") or () if isinstance(d, dict))
+        return Filled(results, kind, int(plan.get("span", 0)), start, stop, files, n, found)
 
     async def refine(self, job: Refinement) -> RefineResult:
         """The selection and, around it, the characters of a window (window.py; there is no
@@ -320,6 +325,12 @@ def wire_params(p: InfillParams) -> dict[str, Any]:
     if fields["span"] == "auto":
         del fields["span"]
     return fields
+
+
+def _draft(d: dict[str, Any]) -> Draft:
+    """A draft of the reply (a service from before drafts sends none)."""
+    return Draft(str(d.get("text", "")), str(d.get("source", "")), float(d.get("score", 0.0)),
+                 str(d.get("where", "")))  # fmt: skip
 
 
 def _result(r: dict[str, Any]) -> InfillResult:

@@ -8,6 +8,7 @@ never a crash. The session's state and shared services are session.py's.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -25,6 +26,7 @@ from .options import describe
 from .protocol import Protocol, why
 from .session import RELOAD_QUIET_S, VERSION, DllmServer
 from .telemetry import ACCEPT_COMMAND, DID_PARTIALLY_ACCEPT, DID_SHOW, command_id, item_id
+from .workspace_index import WorkspaceIndex, uri_path
 
 __all__ = ["RELOAD_QUIET_S", "VERSION", "DllmServer", "build_server"]
 
@@ -48,6 +50,7 @@ def build_server() -> DllmServer:
     server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)(did_close)
     server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)(did_open)
     server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)(did_save)
+    server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
     server.feature(CONTEXT)(push_context)
     server.feature(lsp.TEXT_DOCUMENT_INLINE_COMPLETION, lsp.InlineCompletionOptions())(
         inline_completion
@@ -73,6 +76,47 @@ def initialize(ls: DllmServer, params: lsp.InitializeParams) -> None:
 def initialized(ls: DllmServer, params: lsp.InitializedParams) -> None:
     ls.log(f"dllm-infill-ls {VERSION}; position encoding {ls.encoding}; {describe(ls.options)}")
     ls.start_load()
+    if ls.options.drafts.enabled and ls.options.drafts.workspace:
+        ls.index_task = asyncio.get_running_loop().create_task(index_workspace(ls))
+
+
+async def index_workspace(ls: DllmServer) -> None:
+    """Index the workspace folders for drafts on a thread, with work-done progress."""
+    folders = [p for uri in roots_of(ls.workspace) if (p := uri_path(uri)) is not None]
+    if not folders:
+        return
+    d = ls.options.drafts
+    index = WorkspaceIndex(d.max_files, d.max_file_bytes)
+    token = await ls.progress_token("dllm-index", "dLLM: indexing the workspace")
+    loop = asyncio.get_running_loop()
+
+    def report(n: int) -> None:
+        if token is not None:
+            done = lsp.WorkDoneProgressReport(message=f"{n} files")
+            loop.call_soon_threadsafe(ls.work_done_progress.report, token, done)
+
+    t0 = time.perf_counter()
+    try:
+        n = await asyncio.to_thread(index.build, folders, report, ls.closing)
+    finally:
+        if token is not None:
+            ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message="indexed"))
+    ls.completer.workspace = index
+    ls.log(f"workspace index: {n} files in {time.perf_counter() - t0:.1f} s")
+
+
+def did_change_watched_files(ls: DllmServer, params: lsp.DidChangeWatchedFilesParams) -> None:
+    index = ls.completer.workspace
+    if index is None:
+        return
+    for change in params.changes:
+        path = uri_path(change.uri)
+        if path is None:
+            continue
+        if change.type == lsp.FileChangeType.Deleted:
+            index.remove(path)
+        else:
+            index.update(path)
 
 
 def did_change_configuration(ls: DllmServer, params: lsp.DidChangeConfigurationParams) -> None:
@@ -92,6 +136,8 @@ def did_open(ls: DllmServer, params: lsp.DidOpenTextDocumentParams) -> None:
 
 
 def did_save(ls: DllmServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    if ls.completer.workspace is not None and (path := uri_path(params.text_document.uri)):
+        ls.completer.workspace.update(path)
     doc = ls.document(params.text_document.uri)
     if doc is not None and ls.options.context.cross_file:
         ls.completer.crossfile.saved(doc.uri, doc.text)
@@ -304,6 +350,10 @@ def status(ls: DllmServer, params: Any) -> dict[str, Any]:
         "documents": ls.documents.summary(),
         "snoozed_s": ls.completer.snooze.remaining_s(),
         "crossfile": ls.completer.crossfile.status(),
+        "drafts": {
+            "shown": dict(ls.completer.sources),
+            "workspace": ls.completer.workspace.status() if ls.completer.workspace else None,
+        },
         "stats": ls.stats.summary(),
         "health": ls.stats.health(),
     }

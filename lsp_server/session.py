@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import uuid
 from typing import Any
 
@@ -51,6 +52,8 @@ class DllmServer(LanguageServer):
         self.completer = Completer(self.backend, self.log)
         self.stats = Stats(state_file())  # acceptance counts and health, on this machine only
         self.load_task: asyncio.Task[None] | None = None
+        self.index_task: asyncio.Task[None] | None = None  # the workspace index's build
+        self.closing = threading.Event()  # stops the index's build thread
         self._quiet_until = 0.0  # event-loop time before which no load starts
 
     @property
@@ -82,6 +85,9 @@ class DllmServer(LanguageServer):
         """Cancel the model load and every engine call, and stop the engine's worker."""
         if self.load_task is not None:
             self.load_task.cancel()
+        self.closing.set()
+        if self.index_task is not None:
+            self.index_task.cancel()
         self.backend.close()
 
     def change_document(self, params: Any) -> None:

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 
 from lsprotocol import types as lsp
@@ -40,6 +41,7 @@ def init_params(
     encodings: list[str] | None = None,
     progress: bool = True,
     annotations: bool = False,
+    folders: list[Path] | None = None,
 ) -> lsp.InitializeParams:
     """`annotations`: the client asks the user before an edit whose change annotation needs
     confirmation, as VS Code does (workspace.workspaceEdit.changeAnnotationSupport)."""
@@ -63,8 +65,16 @@ def init_params(
             ),
         ),
     )
-    options = {"debounceMs": 0, **(settings or {})}
-    return lsp.InitializeParams(capabilities=caps, initialization_options=options)
+    # The tests of the model's own path see its fills on automatic triggers too, as with a real
+    # checkpoint; the drafts tests leave trustModel to the server (tests/lsp/test_lsp_drafts.py).
+    options = {"debounceMs": 0, "drafts": {"trustModel": True}, **(settings or {})}
+    ws = [lsp.WorkspaceFolder(uri=f.resolve().as_uri(), name=f.name) for f in folders or []]
+    return lsp.InitializeParams(
+        capabilities=caps,
+        initialization_options=options,
+        workspace_folders=ws or None,
+        root_uri=ws[0].uri if ws else None,
+    )
 
 
 def plain(value: Any) -> Any:

@@ -21,17 +21,24 @@ Request fields (a JSON object or a msgpack map):
 | extraTokens  | int: their own budget, apart from the two above | 512  |
 | params       | map: InfillParams fields (wire.py)    | {}            |
 | deadline_ms  | number: give up if not started by then| none          |
+| drafts       | list of {text, source, score, where}: the client's own | []      |
+| draft        | bool: look for drafts at all          | true          |
 
 `extra` chunks go before the prefix, each under a line comment in the document's language
 naming its path (context.build_extra), cut to `extraTokens` from the last chunk back; the
 prefix and suffix keep their budgets, and the chunks get at most what the model's positions
 leave beside them and the span.
 
+With a cursor (no `end`) the service also drafts from what the request carries: lines of
+`text` and of the `extra` chunks whose surroundings resemble the cursor's (drafts/), merged with
+the client's own `drafts`, best first.
+
 The reply: `items` (one per candidate: text, tokens, span, stop_reason, passes, timings),
 `plan` (kind, span, max_span, budgets) and `context` (the character range of `text` the model
 saw: `start`, `end`; with a selection, `text[start:offset]` and `text[end:context.end]`; and,
 when the call had chunks, `extra`: the paths of those kept, `extra_tokens` their tokens), so
-that a client can check the fills against the same context.
+that a client can check the fills against the same context; and `drafts` (text, source, score,
+where), best first.
 """
 
 from __future__ import annotations
@@ -39,12 +46,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grammars
 
-from .. import planner
+from .. import drafts, planner
 from ..context import Context, Tokens, build_context, build_extra, tokenize_with
 from ..params import InfillParams, InfillResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS, InfillRequest, candidate_spans
@@ -57,6 +64,8 @@ MAX_CANDIDATES = 4
 MAX_BUDGET = 32768
 MAX_EXTRA_CHUNKS = 64
 MAX_EXTRA_CHARS = 1_000_000  # all chunks together
+MAX_DRAFTS = 16
+MAX_DRAFT_CHARS = 1000
 EXTRA_TOKENS = 512  # other files' chunks, unless the caller says otherwise
 TRIGGERS: dict[str, Priority] = {
     "automatic": "automatic",
@@ -79,15 +88,19 @@ class NativeAsk:
     deadline_ms: float | None
     extra: tuple[tuple[str, str], ...] = ()  # other files' (path, text), the most relevant last
     extra_tokens: int = EXTRA_TOKENS
+    drafts: tuple[drafts.Draft, ...] = ()  # the client's own (its workspace index)
+    drafting: bool = True  # look for drafts in the request's text too
 
 
 @dataclass
 class Prepared:
-    """What the encoder thread made of an ask: the plan, the context and one row per span."""
+    """What the encoder thread made of an ask: the plan, the context, one row per span, and the
+    drafts for the cursor, best first."""
 
     plan: planner.SpanPlan
     context: Context
     requests: list[InfillRequest]
+    drafts: list[drafts.Draft] = field(default_factory=list)
 
 
 def _int(raw: Any, name: str, lo: int, hi: int, default: int | None = None) -> int:
@@ -114,6 +127,30 @@ def parse_chunks(raw: Any, field: str = "extra", name: str = "path") -> list[tup
     if sum(len(t) for _, t in chunks) > MAX_EXTRA_CHARS:
         raise BadRequest(f"{field} is over {MAX_EXTRA_CHARS} characters in all")
     return chunks
+
+
+def parse_drafts(raw: Any) -> list[drafts.Draft]:
+    """A client's drafts: a list of {text, source, score, where}."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > MAX_DRAFTS:
+        raise BadRequest(f"drafts must be a list of at most {MAX_DRAFTS} objects")
+    out = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise BadRequest("each draft must be an object with a text")
+        text, source = item.get("text"), item.get("source", "workspace")
+        score, where = item.get("score", 0.0), item.get("where", "")
+        if not isinstance(text, str) or not 0 < len(text) <= MAX_DRAFT_CHARS:
+            raise BadRequest(f"a draft's text is a string of 1 to {MAX_DRAFT_CHARS} characters")
+        if source not in drafts.SOURCES:
+            raise BadRequest(f"a draft's source is one of {list(drafts.SOURCES)}")
+        if isinstance(score, bool) or not isinstance(score, int | float) or score != score:
+            raise BadRequest("a draft's score is a number")
+        if not isinstance(where, str) or len(where) > 1024:
+            raise BadRequest("a draft's where is a string")
+        out.append(drafts.Draft(text, source, float(score), where))
+    return out
 
 
 def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> NativeAsk:
@@ -147,7 +184,17 @@ def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> Na
         deadline_ms=deadline_ms,
         extra=tuple(parse_chunks(msg.get("extra"))),
         extra_tokens=_int(msg.get("extraTokens"), "extraTokens", 0, MAX_BUDGET, EXTRA_TOKENS),
+        drafts=tuple(parse_drafts(msg.get("drafts"))),
+        drafting=_flag(msg.get("draft"), "draft"),
     )
+
+
+def _flag(raw: Any, name: str, default: bool = True) -> bool:
+    if raw is None:
+        return default
+    if not isinstance(raw, bool):
+        raise BadRequest(f"{name} must be true or false")
+    return raw
 
 
 def prepare(
@@ -206,7 +253,10 @@ def prepare(
         for i, s in enumerate(spans)
     ]
     requests = engine.requests(ctx.model_prefix, ctx.suffix, params, hole, cancel, ids=ctx.ids)
-    return Prepared(hole, ctx, requests)
+    found: list[drafts.Draft] = []
+    if ask.end is None and ask.drafting:
+        found = drafts.gather(ask.text, ask.offset, ask.extra, ask.drafts)
+    return Prepared(hole, ctx, requests, found)
 
 
 async def run_native(
@@ -241,4 +291,5 @@ def native_result(prepared: Prepared, done: list[tuple[InfillResult, Ticket]]) -
             "evidence": plan.evidence,
         },
         "context": context,
+        "drafts": [dataclasses.asdict(d) for d in prepared.drafts],
     }

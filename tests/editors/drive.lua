@@ -123,7 +123,8 @@ local function run()
 
   dllm.setup({
     cmd = { assert(os.getenv('DLLM_LS')) },
-    init_options = { model = 'builtin', device = 'cpu' },
+    -- the builtin model's fills on automatic triggers too (drafts.trustModel), as the test expects
+    init_options = { model = 'builtin', device = 'cpu', drafts = { trustModel = true } },
     inline = os.getenv('DLLM_INLINE') or 'auto',
   })
   emit({ step = 'setup', ok = true, mode = dllm.inline_mode() })

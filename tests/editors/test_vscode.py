@@ -171,6 +171,8 @@ def test_extension_in_code_server(tmp_path: Path, capsys: pytest.CaptureFixture[
             {
                 "dllm.serverPath": str(SERVER),
                 "dllm.device": "cpu",
+                # the builtin model's fills on automatic triggers too, as the steps expect
+                "dllm.drafts.trustModel": True,
                 # No word-based suggest widget: Tab goes to the inline suggestion.
                 "editor.quickSuggestions": {"other": "off", "comments": "off", "strings": "off"},
                 "editor.suggestOnTriggerCharacters": False,

@@ -104,6 +104,12 @@ SETTING_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "debounceMs": st.one_of(st.integers(-1, 2000), st.floats(-1, 70_000)),
     "candidates": st.integers(0, 9),
     "languages": st.lists(st.sampled_from(["python", "rust", "", "javascript"]), max_size=3),
+    "drafts.enabled": st.one_of(st.booleans(), st.none(), st.just(1)),
+    "drafts.gate": st.one_of(st.none(), st.floats(-200, 200)),
+    "drafts.trustModel": st.one_of(st.booleans(), st.none(), st.just("yes")),
+    "drafts.workspace": st.one_of(st.booleans(), st.none()),
+    "drafts.maxFileBytes": st.integers(0, 1 << 27),
+    "drafts.maxFiles": st.integers(-1, 2_000_000),
     "token": st.one_of(st.none(), st.text(max_size=20)),
     "serverPath": strings,
 }

@@ -1,0 +1,315 @@
+"""Whole-line drafts: lines found elsewhere in the code whose surroundings resemble the cursor's.
+
+Code repeats itself: in real packages a fifth to a third of the one-line statements in function
+bodies stand verbatim somewhere else in the same package. A line is a good draft for the cursor
+when the lines around it match the lines around the cursor (the same line above, the same line
+below, words in common nearby), when it sits at the cursor's indentation relative to the line
+above, when it starts with what is already typed on the cursor's line, when its names are known
+in the document, and when it recurs.
+
+`Cursor` is what the cursor's place says (its indentation, what is typed, the lines around it);
+`LineIndex` holds one text's lines with lookups by line and by neighbour; `candidates` scores
+every line of the indices that could stand at the cursor and returns the best distinct texts.
+Pure text, no model: the engine and the language server's workspace index both call it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import astuple, dataclass, field
+
+from .draft import Draft
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|[^\sA-Za-z0-9_]")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+WINDOW = 4  # lines each side whose words are compared
+MAX_LINE_CHARS = 200  # longer lines are data, not statements worth drafting
+MAX_OCCURRENCES = 64  # occurrences of one line text scored (the rest only count)
+MAX_DOCUMENT_ROWS = 5000  # a document up to this long has every line scored
+MAX_PREFIXED = 256  # lines elsewhere that start with what is typed, scored
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The score of one occurrence: a weighted sum of its features (calibrated on held-out
+    holes by lab/eval_drafts.py; docs/drafts.md has the figures)."""
+
+    prev: float = 1.25  # the nearest non-blank line above equals the cursor's
+    prev2: float = 0.95  # the second one above equals too
+    next: float = 1.85  # the nearest non-blank line below equals the cursor's
+    context: float = 1.25  # word overlap (Jaccard) of the windows around both
+    indent: float = 1.3  # the same indentation step from the line above
+    recur: float = 0.1  # log of how often the line's text occurs
+    scope: float = 2.7  # the share of its names that the document knows
+    same_doc: float = -0.7  # found in the document itself
+    adjacent: float = -3.5  # equals a line right next to the cursor (the suffix has it)
+    bias: float = -3.0
+
+
+WEIGHTS = Weights()
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
+def indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+@dataclass
+class LineIndex:
+    """One text's lines, for drafting: `path` names it, `source` says where it came from
+    (`document`, `extra`: a chunk the request carried, `workspace`: the language server's
+    index)."""
+
+    path: str
+    source: str
+    lines: list[str]
+    by_text: dict[str, list[int]] = field(default_factory=dict)  # stripped line -> rows
+    after_text: dict[str, list[int]] = field(default_factory=dict)  # row above's text -> rows
+    before_text: dict[str, list[int]] = field(default_factory=dict)  # row below's text -> rows
+    after_shape: dict[str, list[int]] = field(default_factory=dict)  # the same by shape()
+    before_shape: dict[str, list[int]] = field(default_factory=dict)
+    _sorted: list[str] | None = field(default=None, repr=False)  # by_text's keys, sorted
+
+    @classmethod
+    def build(
+        cls, path: str, source: str, text: str, skip: tuple[int, int] | None = None
+    ) -> LineIndex:
+        """Index `text`; rows in `skip` [lo, hi) are left out as candidates (the cursor's)."""
+        index = cls(path, source, text.split("\n"))
+        by_text: dict[str, list[int]] = defaultdict(list)
+        after: dict[str, list[int]] = defaultdict(list)
+        before: dict[str, list[int]] = defaultdict(list)
+        after_shape: dict[str, list[int]] = defaultdict(list)
+        before_shape: dict[str, list[int]] = defaultdict(list)
+        prev: str | None = None
+        pending: list[int] = []  # rows waiting for their next non-blank line
+        for row, line in enumerate(index.lines):
+            s = line.strip()
+            if not s:
+                continue
+            for r in pending:
+                before[s].append(r)
+                before_shape[shape(s)].append(r)
+            pending = []
+            if (skip is None or not skip[0] <= row < skip[1]) and _draftable(s):
+                by_text[s].append(row)
+                if prev is not None:
+                    after[prev].append(row)
+                    after_shape[shape(prev)].append(row)
+                pending.append(row)
+            prev = s
+        index.by_text, index.after_text = dict(by_text), dict(after)
+        index.before_text = dict(before)
+        index.after_shape, index.before_shape = dict(after_shape), dict(before_shape)
+        return index
+
+    def starting_with(self, typed: str) -> list[str]:
+        """Line texts that start with `typed` and go on past it (at most MAX_PREFIXED)."""
+        if self._sorted is None:
+            self._sorted = sorted(self.by_text)
+        i = bisect.bisect_right(self._sorted, typed)
+        out: list[str] = []
+        while i < len(self._sorted) and len(out) < MAX_PREFIXED:
+            s = self._sorted[i]
+            if not s.startswith(typed):
+                break
+            out.append(s)
+            i += 1
+        return out
+
+    def neighbour(self, row: int, step: int, skip: int = 0) -> str:
+        """The stripped non-blank line `skip + 1` lines from `row` in direction `step`."""
+        r = row + step
+        while 0 <= r < len(self.lines):
+            s = self.lines[r].strip()
+            if s:
+                if skip == 0:
+                    return s
+                skip -= 1
+            r += step
+        return ""
+
+    def window(self, row: int) -> set[str]:
+        lo, hi = max(0, row - WINDOW), min(len(self.lines), row + WINDOW + 1)
+        return {w for r in range(lo, hi) if r != row for w in words(self.lines[r])}
+
+
+_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b\d+(?:\.\d+)?\b")
+
+
+def shape(stripped: str) -> str:
+    """A line with its string and number literals blanked: lines of the same shape do the
+    same thing to other data (`rows = db.query('users')`, `rows = db.query('groups')`)."""
+    return _LITERAL.sub("_", stripped)
+
+
+def _draftable(stripped: str) -> bool:
+    return len(stripped) >= 2 and len(stripped) <= MAX_LINE_CHARS and not stripped.startswith("#")
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The cursor's place: `typed` on its line after the indentation, `rest` after the cursor
+    on the line, the nearest non-blank lines above (`prev`, `prev2`) and below (`next`), the
+    indentation step from the line above, the words around, and the names the document knows."""
+
+    indent: str
+    typed: str
+    rest: str
+    prev: str
+    prev2: str
+    next: str
+    step: int
+    around: frozenset[str]
+    known: frozenset[str]
+
+    @classmethod
+    def at(cls, text: str, offset: int) -> Cursor:
+        start = text.rfind("\n", 0, offset) + 1
+        end = text.find("\n", offset)
+        end = len(text) if end < 0 else end
+        head, rest = text[start:offset], text[offset:end]
+        indent = indent_of(head)
+        before, after = text[:start].split("\n")[:-1], text[end + 1 :].split("\n")
+        prev_lines = [s for s in reversed(before) if s.strip()]
+        next_lines = [s for s in after if s.strip()]
+        prev_raw = prev_lines[0] if prev_lines else ""
+        around = set()
+        for line in prev_lines[:WINDOW] + next_lines[:WINDOW]:
+            around.update(words(line))
+        return cls(
+            indent=indent,
+            typed=head[len(indent) :],
+            rest=rest.strip(),
+            prev=prev_raw.strip(),
+            prev2=prev_lines[1].strip() if len(prev_lines) > 1 else "",
+            next=next_lines[0].strip() if next_lines else "",
+            step=len(indent) - len(indent_of(prev_raw)),
+            around=frozenset(around),
+            known=frozenset(_IDENT.findall(text[:start])) | frozenset(_IDENT.findall(text[end:])),
+        )
+
+
+def _jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def _rows(index: LineIndex, cur: Cursor) -> Iterable[int]:
+    """The rows worth scoring: those after the cursor's line above and before its line below;
+    in the document every other row too, elsewhere those that start with what is typed."""
+    seen: set[int] = set()
+    keys = (
+        (index.after_text, cur.prev),
+        (index.before_text, cur.next),
+        (index.after_shape, shape(cur.prev)),
+        (index.before_shape, shape(cur.next)),
+    )
+    for table, key in keys:
+        for row in table.get(key, ())[:MAX_OCCURRENCES] if key else ():
+            if row not in seen:
+                seen.add(row)
+                yield row
+    if index.source == "document" and len(index.lines) <= MAX_DOCUMENT_ROWS:
+        texts: Iterable[str] = index.by_text
+    elif cur.typed:
+        texts = index.starting_with(cur.typed)
+    else:
+        return
+    for s in texts:
+        for row in index.by_text[s][:4]:
+            if row not in seen:
+                seen.add(row)
+                yield row
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """A line of an index that could stand at the cursor, and its features in the order of
+    `Weights`' fields (bias last, always 1)."""
+
+    text: str  # the stripped line
+    index: LineIndex
+    row: int
+    features: tuple[float, ...]
+
+
+def occurrences(cur: Cursor, indices: Sequence[LineIndex]) -> list[Occurrence]:
+    """Every line of `indices` that fits what is typed around the cursor, with its features."""
+    counts: dict[str, int] = {}
+    out = []
+    for index in indices:
+        for row in _rows(index, cur):
+            s = index.lines[row].strip()
+            if not s.startswith(cur.typed) or len(s) <= len(cur.typed):
+                continue
+            if cur.rest and (not s.endswith(cur.rest) or len(s) <= len(cur.typed + cur.rest)):
+                continue
+            names = set(_IDENT.findall(s))
+            step = len(indent_of(index.lines[row])) - len(indent_of(_raw_above(index, row)))
+            features = (
+                float(index.neighbour(row, -1) == cur.prev),
+                float(bool(cur.prev2) and index.neighbour(row, -1, 1) == cur.prev2),
+                float(bool(cur.next) and index.neighbour(row, 1) == cur.next),
+                _jaccard(index.window(row), cur.around),
+                float(step == cur.step),
+                math.log(_count(counts, s, indices)),
+                len(names & cur.known) / len(names) if names else 1.0,
+                float(index.source == "document"),
+                float(s in (cur.prev, cur.next)),
+                1.0,
+            )
+            out.append(Occurrence(s, index, row, features))
+    return out
+
+
+def score(features: tuple[float, ...], weights: Weights = WEIGHTS) -> float:
+    return sum(f * w for f, w in zip(features, astuple(weights), strict=True))
+
+
+def candidates(
+    cur: Cursor,
+    indices: Sequence[LineIndex],
+    limit: int = 8,
+    weights: Weights = WEIGHTS,
+) -> list[Draft]:
+    """The best `limit` distinct line texts for the cursor, best first: each scored by its best
+    occurrence."""
+    return best_of(cur, occurrences(cur, indices), limit, weights)
+
+
+def best_of(
+    cur: Cursor, found: Sequence[Occurrence], limit: int, weights: Weights = WEIGHTS
+) -> list[Draft]:
+    best: dict[str, tuple[float, Occurrence]] = {}
+    for o in found:
+        value = score(o.features, weights)
+        if o.text not in best or value > best[o.text][0]:
+            best[o.text] = (value, o)
+    ranked = sorted(best.values(), key=lambda vo: -vo[0])[:limit]
+    out = []
+    for value, o in ranked:
+        text = o.text[len(cur.typed) :]
+        if cur.rest:
+            text = text[: len(text) - len(cur.rest)]
+        out.append(Draft(text, o.index.source, value, f"{o.index.path}:{o.row + 1}"))
+    return out
+
+
+def _count(counts: dict[str, int], s: str, indices: Sequence[LineIndex]) -> int:
+    if s not in counts:
+        counts[s] = sum(len(index.by_text.get(s, ())) for index in indices)
+    return counts[s]
+
+
+def _raw_above(index: LineIndex, row: int) -> str:
+    r = row - 1
+    while r >= 0 and not index.lines[r].strip():
+        r -= 1
+    return index.lines[r] if r >= 0 else ""

@@ -1,0 +1,61 @@
+"""Which completions to show, in which order: the model's fills and the drafts together.
+
+Drafts carry their finder's score (lines.Weights), calibrated so that the `gate` separates the
+holes where a draft is usually right from those where it is usually wrong. A model fill that
+says the same as a draft is the strongest evidence there is (two independent readers agree),
+so that draft goes first whatever its score. Then:
+
+- an automatic trigger (as the user types) shows drafts over the gate, and the model's fills
+  only when `trust_model` (a model good enough to be shown unasked; the builtin model is not:
+  its fills are rarely right, docs/drafts.md);
+- an invoked one shows drafts over the gate, then the model's fills, then the best drafts
+  under the gate (the user asked; the best guess is still better than nothing); the drafts
+  under the gate come before the model's fills when the model is not trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .draft import Draft
+
+AGREE_BONUS = 4.0  # added to a draft's score when a model fill says the same
+
+
+@dataclass(frozen=True)
+class Choice:
+    text: str
+    source: str  # "model", or the draft's source
+    score: float | None  # the draft's score (None for a model fill)
+
+
+def choose(
+    fills: Sequence[str],
+    found: Sequence[Draft],
+    automatic: bool,
+    gate: float,
+    trust_model: bool = True,
+    below_gate: int = 2,
+) -> list[Choice]:
+    """The completions to show, best first, each text once. `fills` are the model's (already
+    finished: empty ones dropped), `found` the drafts, best first."""
+    said = {f.strip() for f in fills if f.strip()}
+    scored = sorted(
+        ((d.score + AGREE_BONUS * (d.text.strip() in said), d) for d in found),
+        key=lambda sd: -sd[0],
+    )
+    over = [Choice(d.text, d.source, s) for s, d in scored if s >= gate]
+    under = [Choice(d.text, d.source, s) for s, d in scored if s < gate][:below_gate]
+    model = [Choice(f, "model", None) for f in fills if f.strip()]
+    if automatic:
+        order = over + (model if trust_model else [])
+    else:
+        order = over + (model + under if trust_model else under + model)
+    out: list[Choice] = []
+    seen: set[str] = set()
+    for c in order:
+        if c.text.strip() and c.text.strip() not in seen:
+            seen.add(c.text.strip())
+            out.append(c)
+    return out

@@ -1,0 +1,206 @@
+"""Drafts on and off through the language server, on a repository of your choice.
+
+    python -m infill_engine.lab.eval_drafts REPO [REPO ...] [--holes 100] [--json OUT]
+
+For each repository: single-line holes are cut from its source files (tests left out), half a
+whole statement removed (the cursor on the blank line at its indentation), half a line cut
+after a word (lab/holes.py: `statement`, `line`). A real language server (`dllm-infill-ls`,
+the builtin model unless `--model`) is started with the repository as its workspace folder,
+so its workspace index reads the repository from disk, where the holed file still has the
+true line: the index never drafts from a document's own disk copy, and this is what checks
+it. Each hole's document is opened whole, as its buffer, and asked for an inline completion,
+automatic and then invoked, once with drafts on (the default settings) and once off.
+
+Printed per repository and mode: exact match of the first invoked item (its text equals the
+missing text, whitespace stripped), the share of holes where an automatic trigger shows
+anything and the share of what it shows that is exact, and the p50 latency of an invoked
+request. The gate's curve (coverage against precision) comes from the drafts' scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.lsp.client import LanguageClient
+
+from .holes import Hole, holes
+
+KINDS = ("statement", "line")
+
+
+def repo_holes(root: Path, n: int, seed: int) -> list[tuple[Path, Hole]]:
+    """n single-line holes from the repository's non-test Python files, half of each kind."""
+    files = []
+    for p in sorted(root.rglob("*.py")):
+        rel = p.relative_to(root).as_posix()
+        if "test" in rel or rel.startswith(("docs/", ".")):
+            continue
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if 0 < len(text) < 200_000:
+            files.append((p, text))
+    rng = random.Random(seed)
+    out: list[tuple[Path, Hole]] = []
+    for kind in KINDS:
+        got, tries = 0, 0
+        while got < n // len(KINDS) and tries < n * 20 and files:
+            tries += 1
+            path, text = rng.choice(files)
+            found = holes(text, "python", kind, rng, 1)
+            if found:
+                out.append((path, found[0]))
+                got += 1
+    return out
+
+
+async def _client(root: Path, settings: dict[str, Any], server: Sequence[str]) -> LanguageClient:
+    client = LanguageClient("dllm-eval-drafts", "0")
+    await client.start_io(*server)
+    caps = lsp.ClientCapabilities(window=lsp.WindowClientCapabilities(work_done_progress=False))
+    folder = lsp.WorkspaceFolder(uri=root.resolve().as_uri(), name=root.name)
+    await client.initialize_async(
+        lsp.InitializeParams(
+            capabilities=caps,
+            initialization_options={"debounceMs": 0, **settings},
+            workspace_folders=[folder],
+            root_uri=folder.uri,
+        )
+    )
+    client.initialized(lsp.InitializedParams())
+    return client
+
+
+async def _status(client: LanguageClient) -> dict[str, Any]:
+    return dict(_plain(await client.protocol.send_request_async("dllm/status", None)))
+
+
+def _plain(value: Any) -> Any:
+    """pygls hands untyped results over as namedtuples: back to dicts."""
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _first(result: Any) -> str | None:
+    items = result.items if isinstance(result, lsp.InlineCompletionList) else result or []
+    if not items:
+        return None
+    text = items[0].insert_text
+    return text if isinstance(text, str) else text.value
+
+
+async def run_mode(
+    root: Path, cases: list[tuple[Path, Hole]], drafts: bool, server: Sequence[str], model: str
+) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "model": model,
+        "drafts": {"enabled": drafts},
+        "stats": {"enabled": False},
+    }
+    client = await _client(root, settings, server)
+    try:
+        for _ in range(600):  # the model loads and the index builds
+            s = await _status(client)
+            ws = (s.get("drafts") or {}).get("workspace")
+            if s.get("state") in ("ready", "failed") and (not drafts or ws):
+                break
+            await asyncio.sleep(0.1)
+        exact = shown = shown_exact = 0
+        latencies: list[float] = []
+        for i, (path, hole) in enumerate(cases):
+            uri = path.resolve().as_uri()
+            doc = lsp.TextDocumentItem(uri=uri, language_id="python", version=i, text=hole.text)
+            client.text_document_did_open(lsp.DidOpenTextDocumentParams(text_document=doc))
+            line = hole.text.count("\n", 0, hole.offset)
+            col = hole.offset - (hole.text.rfind("\n", 0, hole.offset) + 1)
+            truth = hole.middle.strip()
+            # automatic first: an invoked request's items are kept for typing ahead
+            for kind in (lsp.InlineCompletionTriggerKind.Automatic,
+                         lsp.InlineCompletionTriggerKind.Invoked):  # fmt: skip
+                params = lsp.InlineCompletionParams(
+                    text_document=lsp.TextDocumentIdentifier(uri=uri),
+                    position=lsp.Position(line=line, character=col),  # ASCII sources
+                    context=lsp.InlineCompletionContext(trigger_kind=kind),
+                )
+                t0 = time.perf_counter()
+                got = _first(await client.text_document_inline_completion_async(params))
+                ok = got is not None and got.strip() == truth
+                if kind == lsp.InlineCompletionTriggerKind.Invoked:
+                    latencies.append((time.perf_counter() - t0) * 1000)
+                    exact += ok
+                else:
+                    shown += got is not None
+                    shown_exact += ok
+            close = lsp.DidCloseTextDocumentParams(lsp.TextDocumentIdentifier(uri=uri))
+            client.text_document_did_close(close)
+        n = len(cases)
+        status = await _status(client)
+        return {
+            "holes": n,
+            "invoked_exact": exact / n if n else 0.0,
+            "automatic_shown": shown / n if n else 0.0,
+            "automatic_precision": shown_exact / shown if shown else None,
+            "invoked_p50_ms": statistics.median(latencies) if latencies else None,
+            "sources": (status.get("drafts") or {}).get("shown"),
+            "workspace": (status.get("drafts") or {}).get("workspace"),
+        }
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m infill_engine.lab.eval_drafts",
+                                 description=__doc__.split("\n\n")[0])  # fmt: skip
+    ap.add_argument("repos", nargs="+", type=Path, help="repository folders (Python)")
+    ap.add_argument("--holes", type=int, default=100, help="holes per repository")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", default="builtin")
+    ap.add_argument("--json", type=Path, help="write the figures here too")
+    a = ap.parse_args(argv)
+    server = [str(Path(sys.executable).parent / "dllm-infill-ls")]
+    report: dict[str, Any] = {}
+    for root in a.repos:
+        if not root.is_dir():
+            print(f"eval-drafts: {root} is not a folder", file=sys.stderr)
+            return 2
+        cases = repo_holes(root, a.holes, a.seed)
+        report[root.name] = {
+            mode: asyncio.run(run_mode(root, cases, mode == "on", server, a.model))
+            for mode in ("off", "on")
+        }
+        print(f"{root.name} ({len(cases)} holes)")
+        print(f"  {'drafts':<7} {'invoked exact':>14} {'auto shown':>11} {'auto exact':>11} "
+              f"{'p50 ms':>8}")  # fmt: skip
+        for mode, r in report[root.name].items():
+            keys = ("invoked_exact", "automatic_shown", "automatic_precision")
+            cells = [_pct(r[k]) for k in keys]
+            ms = r["invoked_p50_ms"] or 0
+            print(f"  {mode:<7} {cells[0]:>14} {cells[1]:>11} {cells[2]:>11} {ms:>8.0f}")
+        sys.stdout.flush()
+    if a.json is not None:
+        a.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""Drafts from the code itself (infill_engine/drafts/): the line finder's candidates, the merge,
+and the choice between drafts and the model's fills with the gate."""
+
+from __future__ import annotations
+
+from infill_engine.drafts import GATE, Cursor, Draft, LineIndex, candidates, gather, merge
+from infill_engine.drafts.rank import choose
+
+# Two functions with the same shape; the hole is the second's middle line.
+DOC = (
+    "def load_users(db):\n"
+    "    rows = db.query('users')\n"
+    "    result = [dict(r) for r in rows]\n"
+    "    return result\n"
+    "\n"
+    "def load_groups(db):\n"
+    "    rows = db.query('groups')\n"
+    "    \n"
+    "    return result\n"
+)
+CURSOR = DOC.index("    \n    return result\n") + 4
+
+
+def test_a_line_whose_neighbours_match_the_cursors_comes_first() -> None:
+    found = gather(DOC, CURSOR)
+    assert found[0].text == "result = [dict(r) for r in rows]"
+    assert found[0].source == "document" and found[0].where == ":3"
+    assert "return result" not in [d.text for d in found[:1]]  # the line below: the suffix has it
+
+
+def test_the_cursors_own_line_is_never_a_candidate() -> None:
+    text = "x = compute(a)\ny = other(b)\nx = compute(a)\n"
+    offset = text.rindex("x = compute(a)") + len("x = com")
+    # the cursor's line holds "x = compute(a)" too; only row 1 may be drafted, and it is cut
+    # to what follows the typed part, the rest of the cursor's line left out
+    cur = Cursor.at(text, offset)
+    assert cur.typed == "x = com" and cur.rest == "pute(a)"
+    index = LineIndex.build("", "document", text, skip=(2, 3))
+    assert index.by_text["x = compute(a)"] == [0]
+    assert candidates(Cursor.at(text, offset), [index]) == []  # nothing between typed and rest
+
+
+def test_what_is_typed_filters_and_is_left_out_of_the_draft() -> None:
+    text = DOC.replace("    \n    return result", "    result = [di\n    return result")
+    offset = text.index("result = [di\n") + len("result = [di")
+    found = gather(text, offset)
+    assert found and found[0].text == "ct(r) for r in rows]"
+    assert all(not d.text.startswith("result") for d in found)
+
+
+def test_other_files_chunks_are_drafted_from_with_their_source() -> None:
+    doc = "def load_groups(db):\n    rows = db.query('groups')\n    \n    return result\n"
+    other = DOC.split("\n\n")[0]
+    found = gather(doc, doc.index("    \n") + 4, extra=[("users.py", other)])
+    assert found[0].text == "result = [dict(r) for r in rows]"
+    assert found[0].source == "extra" and found[0].where == "users.py:3"
+
+
+def test_merge_keeps_each_text_once_at_its_best_score() -> None:
+    a = [Draft("x = 1", "document", 1.0), Draft("y = 2", "document", 0.5)]
+    b = [Draft("x = 1", "workspace", 2.0)]
+    out = merge(a, b)
+    assert [(d.text, d.source, d.score) for d in out] == [
+        ("x = 1", "workspace", 2.0),
+        ("y = 2", "document", 0.5),
+    ]
+    assert merge(a, b, limit=1) == [Draft("x = 1", "workspace", 2.0)]
+
+
+def test_automatic_triggers_show_only_drafts_over_the_gate_unless_the_model_is_trusted() -> None:
+    sure, unsure = Draft("a()", "workspace", GATE + 1), Draft("b()", "document", GATE - 1)
+    picked = choose(["model()"], [sure, unsure], automatic=True, gate=GATE, trust_model=False)
+    assert [(c.text, c.source) for c in picked] == [("a()", "workspace")]
+    assert choose(["model()"], [unsure], automatic=True, gate=GATE, trust_model=False) == []
+    trusted = choose(["model()"], [unsure], automatic=True, gate=GATE, trust_model=True)
+    assert [c.text for c in trusted] == ["model()"]
+
+
+def test_a_draft_the_model_agrees_with_goes_first() -> None:
+    unsure = Draft("b()", "document", GATE - 1)
+    picked = choose(["b()"], [unsure], automatic=True, gate=GATE, trust_model=False)
+    assert [(c.text, c.source) for c in picked] == [("b()", "document")]
+
+
+def test_invoked_requests_show_the_best_guess_in_order() -> None:
+    sure, unsure = Draft("a()", "workspace", GATE + 1), Draft("b()", "document", GATE - 1)
+    untrusted = choose(["m()"], [unsure, sure], automatic=False, gate=GATE, trust_model=False)
+    assert [c.text for c in untrusted] == ["a()", "b()", "m()"]
+    trusted = choose(["m()"], [unsure, sure], automatic=False, gate=GATE, trust_model=True)
+    assert [c.text for c in trusted] == ["a()", "m()", "b()"]

@@ -1,0 +1,87 @@
+"""Drafts end to end: the real server over stdio, the builtin model, a workspace folder on disk.
+
+The server indexes the folder (honouring .gitignore), and a hole in an open document whose
+shape another file has is offered that file's line: first for an invoked request, and for an
+automatic one only over the gate, since the builtin model's own fills are not shown unasked.
+`drafts.enabled: false` gives the model's fills alone."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from lsp_client import inline, item_text, open_doc, start, status
+from pytest_lsp import LanguageClient
+
+PATTERN = (
+    "def load_{0}(db):\n"
+    "    rows = db.query('{0}')\n"
+    "    result = [dict(r) for r in rows]\n"
+    "    return result\n"
+)
+HOLE = "def load_groups(db):\n    rows = db.query('groups')\n    \n    return result\n"
+LINE = "result = [dict(r) for r in rows]"
+SETTINGS = {"decode": {"span": 8, "maxSpan": 8}, "context": {"crossFile": False}}
+
+
+def _workspace(root: Path) -> Path:
+    (root / "pkg").mkdir()
+    (root / "pkg" / "users.py").write_text(PATTERN.format("users"))
+    (root / ".gitignore").write_text("ignored/\n")
+    (root / "ignored").mkdir()
+    (root / "ignored" / "x.py").write_text(PATTERN.format("x"))
+    groups = root / "pkg" / "groups.py"
+    groups.write_text(HOLE)
+    return groups
+
+
+async def _indexed(client: LanguageClient) -> dict:
+    for _ in range(200):
+        ws = (await status(client))["drafts"]["workspace"]
+        if ws and ws["ready"]:
+            return ws
+        await asyncio.sleep(0.05)
+    raise TimeoutError("the workspace index was not built")
+
+
+async def test_a_line_from_another_file_is_offered_and_gated(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    groups = _workspace(tmp_path)
+    settings = {**SETTINGS, "drafts": {"trustModel": None}}
+    await start(client, settings=settings, folders=[tmp_path])
+    ws = await _indexed(client)
+    assert ws["files"] == 2 and ws["ready"]  # users.py, groups.py; not ignored/x.py
+    uri = groups.as_uri()
+    open_doc(client, uri, HOLE)
+    # automatic (first: an invoked request's items are kept for typing ahead): this draft's
+    # score is under the default gate, and the builtin model's own fills are not shown unasked
+    assert await inline(client, uri, 2, 4, invoked=False) == []
+    items = await inline(client, uri, 2, 4)
+    assert items and item_text(items[0]) == LINE
+    s = await status(client)
+    assert s["drafts"]["shown"].get("workspace") == 1
+
+
+async def test_a_lower_gate_shows_it_as_the_user_types(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    groups = _workspace(tmp_path)
+    settings = {**SETTINGS, "drafts": {"trustModel": None, "gate": 1.0}}
+    await start(client, settings=settings, folders=[tmp_path])
+    await _indexed(client)
+    open_doc(client, groups.as_uri(), HOLE)
+    items = await inline(client, groups.as_uri(), 2, 4, invoked=False)
+    assert [item_text(i) for i in items] == [LINE]
+
+
+async def test_drafts_off_gives_the_models_fills_alone(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    groups = _workspace(tmp_path)
+    await start(client, settings={**SETTINGS, "drafts": {"enabled": False}}, folders=[tmp_path])
+    open_doc(client, groups.as_uri(), HOLE)
+    items = await inline(client, groups.as_uri(), 2, 4)
+    assert LINE not in [item_text(i) for i in items]
+    s = await status(client)
+    assert s["drafts"] == {"shown": {}, "workspace": None}  # no index built, nothing counted
