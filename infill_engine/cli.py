@@ -40,6 +40,7 @@ def fill(argv: list[str]) -> int:
     ap.add_argument("--col", type=int, required=True, help="1-based")
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto", help="auto: bf16 on CUDA, fp32 on the CPU")
     ap.add_argument("--quantize", choices=("none", "int8", "int4"), default="none",
                     help=QUANTIZE_HELP)  # fmt: skip
     ap.add_argument("--qwen2-diffusion", action="store_true")
@@ -63,8 +64,8 @@ def fill(argv: list[str]) -> int:
             block_size=a.block_size, min_tokens=min(a.min_tokens, span) if span != "auto"
             else a.min_tokens,
         )  # fmt: skip
-        engine = load(a.model, device=a.device, qwen2_as_diffusion=a.qwen2_diffusion,
-                      quantize=a.quantize)  # fmt: skip
+        engine = load(a.model, device=a.device, dtype=a.dtype,
+                      qwen2_as_diffusion=a.qwen2_diffusion, quantize=a.quantize)  # fmt: skip
         if span != "auto" and span > engine.args.max_positions:  # before the scheduler says so
             raise ValueError(
                 f"--span {span} exceeds the model's {engine.args.max_positions} positions"

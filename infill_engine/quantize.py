@@ -34,6 +34,7 @@ from torch import nn
 QUANTIZE_MODES = ("none", "int8", "int4")
 INT4_GROUPS = (128, 64, 32)  # the largest that divides a layer's input width is used
 INSTALL = "pip install 'dllm-infill[quant]'"
+log = logging.getLogger(__name__)
 
 
 class QuantizeError(ValueError):
@@ -99,6 +100,12 @@ def quantize_model(model: nn.Module, mode: str) -> QuantizeReport:
     ao = _torchao()
     targets = dict(block_linears(model))
     device, dtype = _device_dtype(targets)
+    if mode == "int4" and device.type == "cpu" and dtype != torch.bfloat16:
+        log.warning(
+            "int4 on the CPU with %s activations runs PyTorch's slow int4 path (about 40x "
+            "slower than with bf16 here: docs/engine.md); --dtype bf16 makes it fast",
+            str(dtype).removeprefix("torch."),
+        )
     kept: list[str] = []
     with torch.no_grad():
         for config, names in _plan(ao, mode, targets, device, dtype, kept):

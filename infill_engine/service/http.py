@@ -13,10 +13,15 @@ server (or Ray Serve's ingress) can mount `HttpFront(service).app` the same way.
 | `POST /v2/infill`     | the native call (native.py), JSON or msgpack   | token |
 | `POST /v2/refine`     | refine a selection (refine.py), JSON or msgpack| token |
 
-Every POST body is read with a size cap and a time limit; a client that goes away before its
-answer has its rows cancelled in the engine (the batch drops them at the next step). Streaming
-(`stream: true`) sends server-sent events: the fill arrives as one event when its rows are done
-(a diffusion fill is committed across the span, not left to right), then the final event.
+Every POST body is read with a size cap and a time limit, and its text checked once (text.py:
+a string that is not Unicode is a 400 naming its field); headers have their deadline in the
+server's protocol (headers.py), and a request holds one of the front's slots (slots.py) from
+its headers to its answer. A client that goes away before its answer has its rows cancelled in
+the engine (the batch drops them at the next step). Streaming (`stream: true`) sends server-sent
+events: the fill arrives as one event when its rows are done (a diffusion fill is committed
+across the span, not left to right), then the final events. Every answer is counted in
+/metrics by route and code, 401s and 503s included; no such route (404) and a wrong method
+(405) are JSON errors like the rest.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ from .compat import (
 from .compat import parse_openai as parse_openai_body
 from .frames import FrameError, decode_payload
 from .front import Service
-from .native import NativeAsk, Prepared, native_result, parse_native, run_native
+from .native import NativeAsk, Prepared, native_result, parse_native, run_native, with_drafts
 from .refine import parse_refine, run_refine
 from .slots import Slot, Slots
 from .text import unicode_fault
@@ -143,6 +148,7 @@ class HttpFront:
             if not done:  # nothing was written (a warm-up)
                 return [llama_reply(c, None, "", None, model, n_ctx, i)
                         for i in range(c.ask.candidates)]  # fmt: skip
+            done = with_drafts(prepared, done)
             replies = []
             for i, (r, _) in enumerate(done):
                 text, hit = clip(r.text, c.stop, c.n_indent)
@@ -161,7 +167,7 @@ class HttpFront:
 
         def build(c: CompatAsk, prepared: Prepared | None, done: Done) -> dict[str, Any]:
             choices = [("", "length")] * c.ask.candidates if c.warm_only else []
-            for r, _ in done:
+            for r, _ in with_drafts(prepared, done):
                 text, hit = clip(r.text, c.stop, 0)
                 choices.append((text, finish_reason(r, hit)))
             ctx = prepared.context if prepared is not None else None

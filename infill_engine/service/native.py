@@ -53,6 +53,7 @@ import grammars
 
 from .. import drafts, planner
 from ..context import Context, Tokens, build_context, build_extra, tokenize_with
+from ..drafts.rank import choose
 from ..params import InfillParams, InfillResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS, InfillRequest, candidate_spans
 from ..scheduler import Priority, Scheduler, Ticket
@@ -273,6 +274,22 @@ async def run_native(
 
     done = await run_rows(scheduler, encoder, pending, build, ask.priority, ask.deadline_ms)
     return prepared[0], done
+
+
+def with_drafts(
+    prepared: Prepared | None, done: list[tuple[InfillResult, Ticket]]
+) -> list[tuple[InfillResult, Ticket]]:
+    """The rows' results as the routes of other tools answer them: the first one's text is the
+    draft the ranking puts first when there is one (over the gate, or one the model's fill
+    agrees with: drafts.rank), else the model's fill. The native reply keeps both apart."""
+    if prepared is None or not prepared.drafts or not done:
+        return done
+    fills = [r.text for r, _ in done]
+    best = choose(fills, prepared.drafts, automatic=False, gate=drafts.GATE, trust_model=True)
+    if not best or best[0].source == "model":
+        return done
+    first, ticket = done[0]
+    return [(dataclasses.replace(first, text=best[0].text), ticket), *done[1:]]
 
 
 def native_result(prepared: Prepared, done: list[tuple[InfillResult, Ticket]]) -> dict[str, Any]:

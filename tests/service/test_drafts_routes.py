@@ -1,0 +1,86 @@
+"""Drafts on the HTTP front's three routes, with the builtin model: the service drafts from what
+a request carries (its text, its other files' chunks), so /v2/infill replies with them beside
+the model's fills, and llama.cpp's /infill and OpenAI's /v1/completions answer with a draft the
+ranking puts first (one over the gate). A client's own drafts are checked like any field."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from infill_engine import Engine, load
+from infill_engine.drafts import GATE
+from infill_engine.scheduler import Scheduler
+from infill_engine.service import Service, ServiceThread, parse_address
+
+TOKEN = "drafts-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+BLOCK = "def {0}(db):\n    rows = db.query('x')\n    result = [dict(r) for r in rows]\n    return result\n\n"
+PREFIX = BLOCK.format("a") + BLOCK.format("b") + "def c(db):\n    rows = db.query('x')\n    "
+SUFFIX = "\n    return result\n"
+LINE = "result = [dict(r) for r in rows]"
+PARAMS = {"span": 4, "max_span": 4}
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[httpx.Client]:
+    engine: Engine = load("builtin", device="cpu")
+    service = Service(Scheduler(engine, max_batch=4), "builtin", TOKEN)
+    with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
+        assert http.bound is not None
+        with httpx.Client(base_url=f"http://127.0.0.1:{http.bound.port}", timeout=60) as c:
+            yield c
+    engine.close()
+
+
+def _native(client: httpx.Client, **more: Any) -> httpx.Response:
+    body = {"text": PREFIX + SUFFIX, "offset": len(PREFIX), "languageId": "python",
+            "params": PARAMS, **more}  # fmt: skip
+    return client.post("/v2/infill", headers=AUTH, json=body)
+
+
+def test_the_native_reply_carries_the_drafts_beside_the_fills(client: httpx.Client) -> None:
+    body = _native(client).json()
+    assert body["items"]  # the model's fills, as before
+    first = body["drafts"][0]
+    assert first["text"] == LINE and first["source"] == "document" and first["score"] >= GATE
+    assert _native(client, draft=False).json()["drafts"] == []
+
+
+def test_a_clients_drafts_are_merged_and_checked(client: httpx.Client) -> None:
+    mine = {"text": "result = fetch_all(rows)", "source": "workspace", "score": 99.0}
+    body = _native(client, drafts=[mine]).json()
+    assert body["drafts"][0] == {**mine, "where": ""}
+    for bad, why in (
+        ("x", "drafts must be a list"),
+        ([{"text": ""}], "a draft's text"),
+        ([{"text": "y", "source": "elsewhere"}], "a draft's source"),
+        ([{"text": "y", "score": "high"}], "a draft's score"),
+    ):
+        r = _native(client, drafts=bad)
+        assert r.status_code == 400 and why in r.json()["error"]["message"], r.text
+
+
+def test_llama_cpp_infill_answers_with_the_draft(client: httpx.Client) -> None:
+    body = {"input_prefix": PREFIX, "input_suffix": SUFFIX, "n_predict": 4}
+    r = client.post("/infill", headers=AUTH, json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["content"] == LINE
+
+
+def test_llama_cpp_input_extra_is_drafted_from(client: httpx.Client) -> None:
+    # the document alone has no such line; another file's chunk has it, twice
+    other = BLOCK.format("a") + BLOCK.format("b")
+    body = {"input_prefix": "def c(db):\n    rows = db.query('x')\n    ", "input_suffix": SUFFIX,
+            "input_extra": [{"filename": "users.py", "text": other}], "n_predict": 4}  # fmt: skip
+    assert client.post("/infill", headers=AUTH, json=body).json()["content"] == LINE
+
+
+def test_openai_completions_answer_with_the_draft(client: httpx.Client) -> None:
+    body = {"model": "builtin", "prompt": PREFIX, "suffix": SUFFIX, "max_tokens": 4}
+    r = client.post("/v1/completions", headers=AUTH, json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["text"] == LINE
