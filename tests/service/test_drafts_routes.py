@@ -18,7 +18,12 @@ from infill_engine.service import Service, ServiceThread, parse_address
 
 TOKEN = "drafts-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-BLOCK = "def {0}(db):\n    rows = db.query('x')\n    result = [dict(r) for r in rows]\n    return result\n\n"
+BLOCK = (
+    "def {0}(db):\n"
+    "    rows = db.query('x')\n"
+    "    result = [dict(r) for r in rows]\n"
+    "    return result\n\n"
+)
 PREFIX = BLOCK.format("a") + BLOCK.format("b") + "def c(db):\n    rows = db.query('x')\n    "
 SUFFIX = "\n    return result\n"
 LINE = "result = [dict(r) for r in rows]"
