@@ -133,6 +133,17 @@ def test_report_and_refusals(dream_dir: Path) -> None:
         load(str(dream_dir), device="cpu", quantize="int3")
 
 
+def test_int4_on_the_cpu_in_fp32_says_how_to_make_it_fast(
+    dream_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = load(str(dream_dir), device="cpu")
+    with caplog.at_level("WARNING", logger="infill_engine.quantize"):
+        quantize_model(engine.model, "int4")
+    assert "--dtype bf16" in caplog.text
+    bf16 = load(str(dream_dir), device="cpu", dtype="bf16", quantize="int4")
+    assert all(is_quantized(m.weight) for _, m in block_linears(bf16.model))
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "infill_engine.cli", *args],
@@ -144,9 +155,10 @@ def test_fill_quantized_from_the_command_line(tmp_path: Path) -> None:
     src = tmp_path / "f.py"
     src.write_text("def add(a, b):\n    return \n")
     at = ("--line", "2", "--col", "12", "--span", "8", "--json")
-    p = run_cli("fill", str(src), *at, "--quantize", "int4")
+    p = run_cli("fill", str(src), *at, "--quantize", "int4", "--dtype", "bf16")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["span"] == 8
     assert "Failed to load" not in p.stderr  # torchao's CUDA-only extensions, held back
+    assert "slow int4 path" not in p.stderr  # bf16 activations: PyTorch's fast int4 kernel
     p = run_cli("fill", str(src), *at, "--quantize", "int3")
     assert p.returncode == 2 and "invalid choice: 'int3'" in p.stderr
