@@ -1,0 +1,146 @@
+-- Drives the dllm plugin in a real headless Neovim against a Mercury-shaped completion API
+-- (engineAddress "openai+URL"); test_neovim_fim.py runs it as
+--   nvim --clean --headless --cmd 'set rtp^=editors/nvim' -c 'luafile drive_fim.lua' add.py
+-- Environment: DLLM_LS (server command), DLLM_FIM_ADDRESS (the openai+ address), DLLM_RESULT
+-- (JSON lines are appended there; the last is {"step": "done"}). The key comes to the server
+-- in $DLLM_API_KEY, from the test's environment.
+
+local api = vim.api
+local uv = vim.uv or vim.loop
+local out = assert(io.open(assert(os.getenv('DLLM_RESULT')), 'a'))
+local started = uv.now()
+
+local function emit(t)
+  t.t = (uv.now() - started) / 1000
+  out:write(vim.json.encode(t), '\n')
+  out:flush()
+end
+
+local function finish()
+  emit({ step = 'done', ok = true })
+  out:close()
+  vim.cmd('qa!')
+end
+
+local co
+local function sleep(ms)
+  vim.defer_fn(function()
+    local ok, err = coroutine.resume(co)
+    if not ok then
+      emit({ step = 'error', ok = false, error = tostring(err) })
+      finish()
+    end
+  end, ms)
+  coroutine.yield()
+end
+
+local function wait_for(timeout_s, cond)
+  local deadline = uv.now() + timeout_s * 1000
+  while true do
+    local v = cond()
+    if v then
+      return v
+    end
+    if uv.now() > deadline then
+      return nil
+    end
+    sleep(50)
+  end
+end
+
+local function keys(s, mode)
+  api.nvim_feedkeys(api.nvim_replace_termcodes(s, true, false, true), mode, false)
+end
+
+--- The ghost text on screen (the plugin's own or Neovim's), as one string, or nil.
+local function ghost_text()
+  local spaces = api.nvim_get_namespaces()
+  for _, name in ipairs({ 'dllm.ghost', 'nvim.lsp.inline_completion' }) do
+    local ns = spaces[name]
+    if ns then
+      for _, m in ipairs(api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })) do
+        local d = m[4]
+        if d.virt_text then
+          local parts = {}
+          for _, chunk in ipairs(d.virt_text) do
+            table.insert(parts, chunk[1])
+          end
+          return (table.concat(parts):gsub(' %(%d+/%d+%)$', ''))
+        end
+      end
+    end
+  end
+end
+
+local function status(client)
+  local result
+  require('dllm').request(client, 'dllm/status', {}, function(err, r)
+    result = err and { state = 'error', error = err.message } or r
+  end, 0)
+  return wait_for(10, function()
+    return result
+  end)
+end
+
+local function run()
+  local dllm = require('dllm')
+  dllm.setup({
+    cmd = { assert(os.getenv('DLLM_LS')) },
+    -- no model here: the API's model fills, the server plans and finishes
+    init_options = { engineAddress = assert(os.getenv('DLLM_FIM_ADDRESS')), model = '/nonexistent' },
+  })
+  local client = wait_for(30, function()
+    return dllm.client(0)
+  end)
+  emit({ step = 'attach', ok = client ~= nil })
+  if not client then
+    return
+  end
+  local st = wait_for(60, function()
+    local s = status(client)
+    return s and (s.state == 'ready' or s.state == 'failed' or s.state == 'error') and s
+  end)
+  emit({
+    step = 'ready',
+    ok = st ~= nil and st.state == 'ready',
+    state = st and st.state,
+    error = st and st.error,
+    model = st and st.service_model,
+    torch = st and st.torch_loaded,
+  })
+  if not st or st.state ~= 'ready' then
+    return
+  end
+
+  -- Line 2 is `    return`: typing its space is the automatic trigger.
+  api.nvim_win_set_cursor(0, { 2, 0 })
+  keys('A ', 'n')
+  local ghost = wait_for(30, function()
+    local g = ghost_text()
+    return g ~= nil and g ~= '' and g
+  end)
+  emit({ step = 'ghost', ok = ghost ~= nil, text = ghost })
+  if not ghost then
+    emit({ step = 'debug', ok = false, status = status(client) })
+    return
+  end
+  local tick = api.nvim_buf_get_changedtick(0)
+  keys('<C-l>', 'm')
+  wait_for(10, function()
+    return api.nvim_buf_get_changedtick(0) ~= tick
+  end)
+  local lines = api.nvim_buf_get_lines(0, 0, -1, true)
+  emit({ step = 'accept', ok = lines[2] == '    return a + b', line = lines[2], lines = lines })
+  keys('<Esc>', 'n')
+end
+
+co = coroutine.create(function()
+  local ok, err = pcall(run)
+  if not ok then
+    emit({ step = 'error', ok = false, error = tostring(err) })
+  end
+  finish()
+end)
+vim.defer_fn(function()
+  coroutine.resume(co)
+end, 0)
