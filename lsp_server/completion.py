@@ -14,6 +14,7 @@ block or body (BODY_KINDS); an invoked one may run over several lines.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 from collections.abc import Callable
@@ -118,7 +119,10 @@ class Completer:
         drafting = opts.drafts.enabled
         found: tuple[Draft, ...] = ()
         if drafting and self.workspace is not None and opts.drafts.workspace:
-            found = tuple(self.workspace.drafts(ask.uri, ask.text, ask.offset))
+            # off the event loop: a large workspace takes some milliseconds
+            found = tuple(
+                await asyncio.to_thread(self.workspace.drafts, ask.uri, ask.text, ask.offset)
+            )
         hole = Hole(
             ask.text,
             ask.offset,

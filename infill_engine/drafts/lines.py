@@ -16,6 +16,7 @@ Pure text, no model: the engine and the language server's workspace index both c
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 from collections import defaultdict
@@ -30,7 +31,8 @@ WINDOW = 4  # lines each side whose words are compared
 MAX_LINE_CHARS = 200  # longer lines are data, not statements worth drafting
 MAX_OCCURRENCES = 64  # occurrences of one line text scored (the rest only count)
 MAX_DOCUMENT_ROWS = 5000  # a document up to this long has every line scored
-MAX_PREFIXED = 256  # lines elsewhere that start with what is typed, scored
+MAX_PREFIXED = 256  # lines elsewhere that start with what is typed (or hold its tail), scored
+NGRAM = 3  # words at the end of what is typed that n-gram lookup matches
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class Weights:
     scope: float = 2.7  # the share of its names that the document knows
     same_doc: float = -0.7  # found in the document itself
     adjacent: float = -3.5  # equals a line right next to the cursor (the suffix has it)
+    ngram: float = -1.0  # continues the words before the cursor found inside another line
     bias: float = -3.0
 
 
@@ -76,6 +79,7 @@ class LineIndex:
     after_shape: dict[str, list[int]] = field(default_factory=dict)  # the same by shape()
     before_shape: dict[str, list[int]] = field(default_factory=dict)
     _sorted: list[str] | None = field(default=None, repr=False)  # by_text's keys, sorted
+    _words: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)  # row -> words
 
     @classmethod
     def build(
@@ -136,9 +140,18 @@ class LineIndex:
             r += step
         return ""
 
+    def words_of(self, row: int) -> frozenset[str]:
+        if row not in self._words:
+            self._words[row] = frozenset(words(self.lines[row]))
+        return self._words[row]
+
     def window(self, row: int) -> set[str]:
         lo, hi = max(0, row - WINDOW), min(len(self.lines), row + WINDOW + 1)
-        return {w for r in range(lo, hi) if r != row for w in words(self.lines[r])}
+        out: set[str] = set()
+        for r in range(lo, hi):
+            if r != row:
+                out |= self.words_of(r)
+        return out
 
 
 _LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\b\d+(?:\.\d+)?\b")
@@ -240,13 +253,40 @@ class Occurrence:
     features: tuple[float, ...]
 
 
+def _tail(typed: str) -> str:
+    """The last NGRAM words of what is typed (all of it when shorter): what n-gram lookup
+    looks for inside other lines."""
+    starts = [m.start() for m in _WORD.finditer(typed)]
+    return typed[starts[-NGRAM]:] if len(starts) >= NGRAM else ""
+
+
+def _continuations(index: LineIndex, cur: Cursor, tail: str) -> Iterable[tuple[int, str]]:
+    """(row, line) for the lines that hold `tail` after their start and go on past it: the line
+    as it would read with the cursor's typed text in front of what follows the tail."""
+    found = 0
+    for s, rows in index.by_text.items():
+        at = s.find(tail)
+        if at < 0 or s.startswith(cur.typed):
+            continue
+        rest = s[at + len(tail) :]
+        if rest:
+            yield rows[0], cur.typed + rest
+            found += 1
+            if found >= MAX_PREFIXED:
+                return
+
+
 def occurrences(cur: Cursor, indices: Sequence[LineIndex]) -> list[Occurrence]:
-    """Every line of `indices` that fits what is typed around the cursor, with its features."""
+    """Every line of `indices` that fits what is typed around the cursor, with its features;
+    and, past what is typed, the continuations of its last words found inside other lines
+    (prompt-lookup drafting)."""
     counts: dict[str, int] = {}
     out = []
+    tail = _tail(cur.typed)
     for index in indices:
-        for row in _rows(index, cur):
-            s = index.lines[row].strip()
+        whole = ((row, index.lines[row].strip(), False) for row in _rows(index, cur))
+        inner = ((row, s, True) for row, s in _continuations(index, cur, tail)) if tail else ()
+        for row, s, ngram in itertools.chain(whole, inner):
             if not s.startswith(cur.typed) or len(s) <= len(cur.typed):
                 continue
             if cur.rest and (not s.endswith(cur.rest) or len(s) <= len(cur.typed + cur.rest)):
@@ -259,10 +299,11 @@ def occurrences(cur: Cursor, indices: Sequence[LineIndex]) -> list[Occurrence]:
                 float(bool(cur.next) and index.neighbour(row, 1) == cur.next),
                 _jaccard(index.window(row), cur.around),
                 float(step == cur.step),
-                math.log(_count(counts, s, indices)),
+                math.log(max(1, _count(counts, s, indices))),
                 len(names & cur.known) / len(names) if names else 1.0,
                 float(index.source == "document"),
                 float(s in (cur.prev, cur.next)),
+                float(ngram),
                 1.0,
             )
             out.append(Occurrence(s, index, row, features))

@@ -26,7 +26,8 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +39,15 @@ from .holes import Hole, holes
 KINDS = ("statement", "line")
 
 
-def repo_holes(root: Path, n: int, seed: int) -> list[tuple[Path, Hole]]:
-    """n single-line holes from the repository's non-test Python files, half of each kind."""
+def repo_holes(
+    root: Path, n: int, seed: int, only: Callable[[Path], bool] | None = None
+) -> list[tuple[Path, Hole]]:
+    """n single-line holes from the repository's non-test Python files (those `only` keeps),
+    half of each kind."""
     files = []
     for p in sorted(root.rglob("*.py")):
         rel = p.relative_to(root).as_posix()
-        if "test" in rel or rel.startswith(("docs/", ".")):
+        if "test" in rel or rel.startswith(("docs/", ".")) or (only and not only(p)):
             continue
         try:
             text = p.read_text(encoding="utf-8")
@@ -103,9 +107,20 @@ def _first(result: Any) -> str | None:
     return text if isinstance(text, str) else text.value
 
 
-async def run_mode(
+@dataclass(frozen=True)
+class Answer:
+    automatic: str | None  # the first item of an automatic trigger (None: nothing shown)
+    invoked: str | None  # the first item of an invoked request
+    invoked_ms: float
+
+
+async def ask_all(
     root: Path, cases: list[tuple[Path, Hole]], drafts: bool, server: Sequence[str], model: str
-) -> dict[str, Any]:
+) -> tuple[list[Answer], dict[str, Any]]:
+    """Each hole's document opened whole in a language server whose workspace is `root`, asked
+    automatic and then invoked, the document opened afresh for each (the server keeps a
+    request's items for typing ahead until the document closes); the answers, and the server's
+    drafts status at the end."""
     settings: dict[str, Any] = {
         "model": model,
         "drafts": {"enabled": drafts},
@@ -119,49 +134,54 @@ async def run_mode(
             if s.get("state") in ("ready", "failed") and (not drafts or ws):
                 break
             await asyncio.sleep(0.1)
-        exact = shown = shown_exact = 0
-        latencies: list[float] = []
-        for i, (path, hole) in enumerate(cases):
+        answers = []
+        for path, hole in cases:
             uri = path.resolve().as_uri()
-            doc = lsp.TextDocumentItem(uri=uri, language_id="python", version=i, text=hole.text)
-            client.text_document_did_open(lsp.DidOpenTextDocumentParams(text_document=doc))
             line = hole.text.count("\n", 0, hole.offset)
             col = hole.offset - (hole.text.rfind("\n", 0, hole.offset) + 1)
-            truth = hole.middle.strip()
-            # automatic first: an invoked request's items are kept for typing ahead
+            got: list[str | None] = []
             for kind in (lsp.InlineCompletionTriggerKind.Automatic,
                          lsp.InlineCompletionTriggerKind.Invoked):  # fmt: skip
+                # opened afresh for each: closing forgets the items kept for typing ahead
+                doc = lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=hole.text)
+                client.text_document_did_open(lsp.DidOpenTextDocumentParams(text_document=doc))
                 params = lsp.InlineCompletionParams(
                     text_document=lsp.TextDocumentIdentifier(uri=uri),
                     position=lsp.Position(line=line, character=col),  # ASCII sources
                     context=lsp.InlineCompletionContext(trigger_kind=kind),
                 )
                 t0 = time.perf_counter()
-                got = _first(await client.text_document_inline_completion_async(params))
-                ok = got is not None and got.strip() == truth
-                if kind == lsp.InlineCompletionTriggerKind.Invoked:
-                    latencies.append((time.perf_counter() - t0) * 1000)
-                    exact += ok
-                else:
-                    shown += got is not None
-                    shown_exact += ok
-            close = lsp.DidCloseTextDocumentParams(lsp.TextDocumentIdentifier(uri=uri))
-            client.text_document_did_close(close)
-        n = len(cases)
-        status = await _status(client)
-        return {
-            "holes": n,
-            "invoked_exact": exact / n if n else 0.0,
-            "automatic_shown": shown / n if n else 0.0,
-            "automatic_precision": shown_exact / shown if shown else None,
-            "invoked_p50_ms": statistics.median(latencies) if latencies else None,
-            "sources": (status.get("drafts") or {}).get("shown"),
-            "workspace": (status.get("drafts") or {}).get("workspace"),
-        }
+                got.append(_first(await client.text_document_inline_completion_async(params)))
+                ms = (time.perf_counter() - t0) * 1000
+                close = lsp.DidCloseTextDocumentParams(lsp.TextDocumentIdentifier(uri=uri))
+                client.text_document_did_close(close)
+            answers.append(Answer(got[0], got[1], ms))
+        return answers, (await _status(client)).get("drafts") or {}
     finally:
         await client.shutdown_async(None)
         client.exit(None)
         await client.stop()
+
+
+async def run_mode(
+    root: Path, cases: list[tuple[Path, Hole]], drafts: bool, server: Sequence[str], model: str
+) -> dict[str, Any]:
+    answers, status = await ask_all(root, cases, drafts, server, model)
+    truths = [hole.middle.strip() for _, hole in cases]
+    pairs = list(zip(answers, truths, strict=True))
+    exact = sum(a.invoked is not None and a.invoked.strip() == t for a, t in pairs)
+    shown = [(a.automatic, t) for a, t in pairs if a.automatic is not None]
+    right = sum(text.strip() == t for text, t in shown)
+    n = len(cases)
+    return {
+        "holes": n,
+        "invoked_exact": exact / n if n else 0.0,
+        "automatic_shown": len(shown) / n if n else 0.0,
+        "automatic_precision": right / len(shown) if shown else None,
+        "invoked_p50_ms": statistics.median(a.invoked_ms for a in answers) if answers else None,
+        "sources": status.get("shown"),
+        "workspace": status.get("workspace"),
+    }
 
 
 def _pct(x: float | None) -> str:

@@ -88,3 +88,18 @@ def test_invoked_requests_show_the_best_guess_in_order() -> None:
     assert [c.text for c in untrusted] == ["a()", "b()", "m()"]
     trusted = choose(["m()"], [unsure, sure], automatic=False, gate=GATE, trust_model=True)
     assert [c.text for c in trusted] == ["a()", "m()", "b()"]
+
+
+def test_the_words_before_the_cursor_are_looked_up_inside_other_lines() -> None:
+    # prompt-lookup drafting: `self._cache.get(` stands inside another line, not at its start
+    text = (
+        "class Store:\n"
+        "    def size(self, key):\n"
+        "        return len(self._cache.get(key, ()))\n"
+        "\n"
+        "    def first(self, key):\n"
+        "        value = self._cache.get(\n"
+    )
+    found = gather(text, len(text) - 1)
+    assert any(d.text == "key, ()))" and d.source == "document" for d in found)
+    assert all(not d.text.startswith("value") for d in found)
