@@ -192,6 +192,8 @@ def _read_weights(
                 ignored.append(key)
                 continue
             tensor = f.get_tensor(key)
+            if family.text_rows and parts[0] in ("embed_tokens.weight", "lm_head.weight"):
+                tensor = tensor[: expected[parts[0]][0]].clone()  # MMaDA: image codes dropped
             sizes = [expected[p][0] for p in parts]
             want = (sum(sizes), *expected[parts[0]][1:])
             if tuple(tensor.shape) != want:

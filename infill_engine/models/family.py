@@ -48,6 +48,9 @@ class Family:
     # renamed to `self_attn.qkv_proj`, is split along dim 0 into these parts in order, each as
     # long as its expected shape says.
     fused: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # True: the stored embedding and output layer may have rows past the vocabulary (MMaDA's
+    # image codes after its text tokens); only the first vocab_size rows are kept.
+    text_rows: bool = False
 
     def matches(self, config: Mapping[str, Any]) -> bool:
         if config.get("model_type") not in self.model_types:
