@@ -46,13 +46,11 @@ def find_loop(text: str) -> Loop | None:
     # UTF-32 gives every character 4 bytes, so the text XOR itself shifted by p characters
     # (big-integer XOR: C speed, where a scan per character would cost milliseconds) has 4 zero
     # bytes exactly where text[i] == text[i + p]; a loop is a long enough run of them.
-    data = text.encode("utf-32-le")
+    size = 4 * len(text)
+    whole = int.from_bytes(text.encode("utf-32-le"), "little")  # character i at bits 32 i
     best: Loop | None = None
     for p in range(1, min(MAX_PERIOD, len(text) // MIN_COPIES) + 1):
-        shifted = int.from_bytes(data[4 * p :], "little")
-        same = (int.from_bytes(data[: len(data) - 4 * p], "little") ^ shifted).to_bytes(
-            len(data) - 4 * p, "little"
-        )
+        same = (whole ^ (whole >> (32 * p))).to_bytes(size, "little")[: size - 4 * p]
         loop = _first_run(text, same, p, best.start if best else len(text))
         if loop is not None:
             best = loop

@@ -6,9 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infill_engine import Engine, InfillParams, load, planner
-from infill_engine.repeat import MAX_PERIOD, MIN_LENGTH, cut_loop, find_loop
+from infill_engine.repeat import (
+    MAX_PERIOD,
+    MIN_COPIES,
+    MIN_LENGTH,
+    Loop,
+    cut_loop,
+    find_loop,
+)
 from infill_engine.stop import StopRule
 
 
@@ -73,6 +82,37 @@ def test_a_loop_ends_the_construct_where_the_loop_ends() -> None:
     line = StopRule("line", newline=True)
     assert line.cut("f(" + "a, " * 12) == len("f(" + "a, " * 12)
     assert StopRule("none").cut("path." * 20) is None  # a span that is only a budget
+
+
+def naive_loop(text: str) -> Loop | None:
+    """find_loop's definition, one character at a time."""
+    for start in range(len(text)):
+        for p in range(1, MAX_PERIOD + 1):
+            unit = text[start : start + p]
+            if len(unit) < p or not (
+                any(c.isalnum() or c == "_" for c in unit) or ("\n" in unit and unit.strip())
+            ):
+                continue
+            end = start + p
+            while end < len(text) and text[end] == text[end - p]:
+                end += 1
+            if end - start >= max(MIN_COPIES * p, MIN_LENGTH):
+                return Loop(start, end, unit)
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["ab", "a", "é.", " ", "\n", ")", "x_1 ", "path."]),
+                  st.integers(1, 14)),
+        max_size=8,
+    ).map(lambda parts: "".join(unit * n for unit, n in parts))
+)  # fmt: skip
+def test_the_fast_search_finds_what_the_definition_says(text: str) -> None:
+    """find_loop (big-integer XOR over UTF-32) against the definition, character by character."""
+    assert find_loop(text) == naive_loop(text)
+    assert text.startswith(cut_loop(text))
 
 
 @pytest.fixture(scope="module")
