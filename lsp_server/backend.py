@@ -99,7 +99,12 @@ class Backend:
         report(f"loading {options.model} on {options.device}")
         t0 = time.perf_counter()
         try:
-            engine = await asyncio.to_thread(self._load_now, options)
+            loop = asyncio.get_running_loop()
+
+            def progress(message: str) -> None:  # called on the download's thread
+                loop.call_soon_threadsafe(report, message)
+
+            engine = await asyncio.to_thread(self._load_now, options, progress)
         except Exception as e:  # any failure, a corrupt file's own error type included
             from infill_engine.loader import ModelLoadError  # loaded by now: no new import
 
@@ -116,14 +121,15 @@ class Backend:
             f"in {time.perf_counter() - t0:.1f}s"
         )
 
-    def _load_now(self, options: EngineOptions) -> Engine:
-        """On a thread of its own; the first in-process load imports torch."""
+    def _load_now(self, options: EngineOptions, progress: Callable[[str], None]) -> Engine:
+        """On a thread of its own; the first in-process load imports torch. A Hub name
+        downloads first, its byte counts reported as work-done progress."""
         from infill_engine import load
+        from infill_engine.loader import resolve_model_dir
 
         self.loads += 1
-        return load(
-            options.model, device=options.device, dtype=options.dtype, quantize=options.quantize
-        )
+        model = str(resolve_model_dir(options.model, progress))
+        return load(model, device=options.device, dtype=options.dtype, quantize=options.quantize)
 
     def close(self) -> None:
         """Stop: queued calls never start, running ones stop at their next pass."""
