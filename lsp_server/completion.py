@@ -66,6 +66,7 @@ class Completer:
         self.crossfile = ChunkStore()  # other files' chunks (crossfile.py)
         self.workspace: WorkspaceIndex | None = None  # the workspace's lines, for drafts
         self.sources: dict[str, int] = {}  # items shown, by source ("model", "document", ...)
+        self._sources: dict[str, dict[str, str]] = {}  # uri -> the latest items' sources
 
     def configure(self, opts: Options) -> None:
         self.debounce.base_ms = opts.completion.debounce_ms
@@ -100,6 +101,7 @@ class Completer:
             old.set()
         self.typeahead.clear(uri)
         self._generation.pop(uri, None)
+        self._sources.pop(uri, None)
 
     @staticmethod
     def candidates(invoked: bool, opts: Options) -> int:
@@ -185,4 +187,13 @@ class Completer:
         chosen = choose(fills, drafts, not ask.invoked, gate, trust)
         for c in chosen[: self._limit(ask, opts)]:
             self.sources[c.source] = self.sources.get(c.source, 0) + 1
+        self._sources[ask.uri] = {c.text: c.source for c in chosen}
         return [c.text for c in chosen]
+
+    def source_of(self, uri: str, text: str) -> str:
+        """Where the latest completion of `uri` that gave `text` got it ("model" unless a draft
+        did; typed-ahead items are the rest of such a text and count as its source)."""
+        for full, source in self._sources.get(uri, {}).items():
+            if full.endswith(text):
+                return source
+        return "model"

@@ -197,17 +197,20 @@ async def inline_completion(
     return lsp.InlineCompletionList(
         items=[
             lsp.InlineCompletionItem(
-                insert_text=t + rest, range=lsp.Range(at, end), command=_accept_command(ls, lang)
+                insert_text=t + rest,
+                range=lsp.Range(at, end),
+                command=_accept_command(ls, lang, ls.completer.source_of(doc.uri, t)),
             )
             for t in texts
         ]
     )
 
 
-def _accept_command(ls: DllmServer, language: str) -> lsp.Command | None:
+def _accept_command(ls: DllmServer, language: str, source: str) -> lsp.Command | None:
     """The command the editor runs when the user accepts the item: it names the item, so that
-    the acceptance and the editor's reports about it are counted once (telemetry.py)."""
-    key = ls.stats.issue(language)
+    the acceptance and the editor's reports about it are counted once, by language and by
+    source (telemetry.py)."""
+    key = ls.stats.issue(language, source)
     if key is None:
         return None  # counting is off
     arg = {"id": key, "languageId": language}

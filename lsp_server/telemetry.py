@@ -130,6 +130,7 @@ class Counts:
 @dataclass
 class _Item:
     language: str
+    source: str = "model"  # "model", or the draft's source (infill_engine/drafts)
     shown: bool = False
     accepted: bool = False
     partial_len: int = 0
@@ -164,6 +165,7 @@ class Stats:
         self.session: dict[str, Counts] = {}
         self._pending: dict[str, Counts] = {}
         self._latencies: dict[str, deque[float]] = {}
+        self.by_source: dict[str, Counts] = {}  # this session's item counts by source
         self._recent: deque[tuple[float, float, bool]] = deque(maxlen=RECENT)
         self._flushed = time.monotonic()
 
@@ -191,17 +193,23 @@ class Stats:
                 table[lang].latency_hist[bucket_of(elapsed_ms)] += 1
         self.maybe_flush()
 
-    def issue(self, language: str) -> str | None:
+    def issue(self, language: str, source: str = "model") -> str | None:
         """A new item's id (None with counting off: the item then carries no command)."""
         if not self.enabled:
             return None
         self._next += 1
         key = f"{self._prefix}-{self._next}"
-        self._items[key] = _Item(language or "unknown")
+        self._items[key] = _Item(language or "unknown", source)
         while len(self._items) > KEEP_ITEMS:
             self._items.popitem(last=False)
         self._bump(language or "unknown", items=1)
+        self._by_source(source, items=1)
         return key
+
+    def _by_source(self, source: str, **by: int) -> None:
+        counts = self.by_source.setdefault(source, Counts())
+        for name, n in by.items():
+            setattr(counts, name, getattr(counts, name) + n)
 
     def _item(self, key: str | None) -> _Item | None:
         return None if key is None or not self.enabled else self._items.get(key)
@@ -213,6 +221,7 @@ class Stats:
             return False
         item.shown = True
         self._bump(item.language, shown=1)
+        self._by_source(item.source, shown=1)
         self.maybe_flush()
         return True
 
@@ -224,6 +233,7 @@ class Stats:
         self.shown(key)
         item.accepted = True
         self._bump(item.language, accepted=1)
+        self._by_source(item.source, accepted=1)
         self.maybe_flush()
         return True
 
@@ -237,6 +247,7 @@ class Stats:
         first, more = item.partial_len == 0, max(0, length - item.partial_len)
         item.partial_len = max(item.partial_len, length)
         self._bump(item.language, partial=1 if first else 0, partial_chars=more)
+        self._by_source(item.source, partial=1 if first else 0, partial_chars=more)
         self.maybe_flush()
         return first
 
@@ -273,6 +284,7 @@ class Stats:
             "enabled": self.enabled,
             "file": None if self.path is None or not self.enabled else str(self.path),
             "languages": languages,
+            "sources": {k: c.summary([]) for k, c in sorted(self.by_source.items())},
             "total": total.summary(every),
         }
 

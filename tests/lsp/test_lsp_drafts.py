@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 
 from lsp_client import inline, item_text, open_doc, start, status
+from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
 PATTERN = (
@@ -21,7 +22,11 @@ PATTERN = (
 )
 HOLE = "def load_groups(db):\n    rows = db.query('groups')\n    \n    return result\n"
 LINE = "result = [dict(r) for r in rows]"
-SETTINGS = {"decode": {"span": 8, "maxSpan": 8}, "context": {"crossFile": False}}
+SETTINGS = {
+    "decode": {"span": 8, "maxSpan": 8},
+    "context": {"crossFile": False},
+    "stats": {"enabled": True},
+}
 
 
 def _workspace(root: Path) -> Path:
@@ -61,6 +66,14 @@ async def test_a_line_from_another_file_is_offered_and_gated(
     assert items and item_text(items[0]) == LINE
     s = await status(client)
     assert s["drafts"]["shown"].get("workspace") == 1
+    # accepting it counts for its source (the item's command names it)
+    command = items[0].command
+    assert command is not None
+    await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command=command.command, arguments=command.arguments)
+    )
+    sources = (await status(client))["stats"]["sources"]
+    assert sources["workspace"]["accepted"] == 1 and sources["workspace"]["items"] == 1
 
 
 async def test_a_lower_gate_shows_it_as_the_user_types(
