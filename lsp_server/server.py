@@ -22,11 +22,12 @@ from .commands import CommandError, fill_function_body, refine_selection, regene
 from .completion import Ask
 from .crossfile import roots_of
 from .documents import Document, clean
+from .indexing import did_change_watched_files, index_workspace
 from .options import describe
 from .protocol import Protocol, why
 from .session import RELOAD_QUIET_S, VERSION, DllmServer
 from .telemetry import ACCEPT_COMMAND, DID_PARTIALLY_ACCEPT, DID_SHOW, command_id, item_id
-from .workspace_index import WorkspaceIndex, uri_path
+from .workspace_index import uri_path
 
 __all__ = ["RELOAD_QUIET_S", "VERSION", "DllmServer", "build_server"]
 
@@ -78,45 +79,6 @@ def initialized(ls: DllmServer, params: lsp.InitializedParams) -> None:
     ls.start_load()
     if ls.options.drafts.enabled and ls.options.drafts.workspace:
         ls.index_task = asyncio.get_running_loop().create_task(index_workspace(ls))
-
-
-async def index_workspace(ls: DllmServer) -> None:
-    """Index the workspace folders for drafts on a thread, with work-done progress."""
-    folders = [p for uri in roots_of(ls.workspace) if (p := uri_path(uri)) is not None]
-    if not folders:
-        return
-    d = ls.options.drafts
-    index = WorkspaceIndex(d.max_files, d.max_file_bytes)
-    token = await ls.progress_token("dllm-index", "dLLM: indexing the workspace")
-    loop = asyncio.get_running_loop()
-
-    def report(n: int) -> None:
-        if token is not None:
-            done = lsp.WorkDoneProgressReport(message=f"{n} files")
-            loop.call_soon_threadsafe(ls.work_done_progress.report, token, done)
-
-    t0 = time.perf_counter()
-    try:
-        n = await asyncio.to_thread(index.build, folders, report, ls.closing)
-    finally:
-        if token is not None:
-            ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message="indexed"))
-    ls.completer.workspace = index
-    ls.log(f"workspace index: {n} files in {time.perf_counter() - t0:.1f} s")
-
-
-def did_change_watched_files(ls: DllmServer, params: lsp.DidChangeWatchedFilesParams) -> None:
-    index = ls.completer.workspace
-    if index is None:
-        return
-    for change in params.changes:
-        path = uri_path(change.uri)
-        if path is None:
-            continue
-        if change.type == lsp.FileChangeType.Deleted:
-            index.remove(path)
-        else:
-            index.update(path)
 
 
 def did_change_configuration(ls: DllmServer, params: lsp.DidChangeConfigurationParams) -> None:

@@ -98,3 +98,22 @@ async def test_drafts_off_gives_the_models_fills_alone(
     assert LINE not in [item_text(i) for i in items]
     s = await status(client)
     assert s["drafts"] == {"shown": {}, "workspace": None}  # no index built, nothing counted
+
+
+async def test_a_watched_file_change_reaches_the_index(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    (tmp_path / "pkg").mkdir()
+    groups = tmp_path / "pkg" / "groups.py"
+    groups.write_text(HOLE)
+    await start(client, settings={**SETTINGS, "drafts": {"trustModel": None}}, folders=[tmp_path])
+    assert (await _indexed(client))["files"] == 1
+    users = tmp_path / "pkg" / "users.py"
+    users.write_text(PATTERN.format("users"))  # written behind the editor's back
+    client.workspace_did_change_watched_files(
+        lsp.DidChangeWatchedFilesParams([lsp.FileEvent(users.as_uri(), lsp.FileChangeType.Created)])
+    )
+    open_doc(client, groups.as_uri(), HOLE)
+    items = await inline(client, groups.as_uri(), 2, 4)
+    assert item_text(items[0]) == LINE
+    assert (await status(client))["drafts"]["workspace"]["files"] == 2
