@@ -14,6 +14,8 @@ check. The model of memory, per the code that runs:
 - the working memory per row of one full pass (the largest the runner makes, at a block start):
   the hidden states and the MLP's intermediates of `context` tokens and the fp32 logits of the
   scored positions (up to the longest span);
+- while a quantized model loads, one block at the load precision before it is quantized
+  (loader.build_model quantizes block by block on the device);
 - a reserve for the allocator and the runtime (CUDA: 512 MiB; CPU: 1 GiB for the process).
 
 The largest batch is (free - reserve - weights) // (cache + working memory per row).
@@ -58,6 +60,9 @@ class Fit:
     free: int
     reserve: int
     batch: int  # the batch asked for
+    # loading quantized, one block is on the device at the load precision before it is
+    # quantized (loader.build_model): its bytes beyond the quantized block's
+    load_extra: int = 0
 
     @property
     def per_row(self) -> int:
@@ -70,7 +75,8 @@ class Fit:
 
     @property
     def fits(self) -> bool:
-        return self.largest_batch >= self.batch
+        loads = self.free - self.reserve - self.weights >= self.load_extra
+        return loads and self.largest_batch >= self.batch
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "per_row": self.per_row, "largest_batch": self.largest_batch,
@@ -108,6 +114,18 @@ def weight_bytes(args: ModelArgs, quantize: str, dtype_bytes: int) -> int:
     if quantize == "int8":
         return rest + linear + rows * dtype_bytes
     return rest + linear // 2 + (linear // INT4_GROUP) * 2 * dtype_bytes
+
+
+def block_extra(args: ModelArgs, quantize: str, dtype_bytes: int) -> int:
+    """The transient bytes of loading quantized: one block's linears at the load precision,
+    less what they take quantized."""
+    if quantize == "none":
+        return 0
+    one = replace(args, num_layers=1, dense_layers=min(args.dense_layers, 1))
+    linear, rows = block_linears(one)
+    if quantize == "int8":
+        return linear * dtype_bytes - (linear + rows * dtype_bytes)
+    return linear * dtype_bytes - (linear // 2 + (linear // INT4_GROUP) * 2 * dtype_bytes)
 
 
 def cache_bytes(args: ModelArgs, context: int, dtype_bytes: int) -> int:
@@ -150,7 +168,7 @@ def estimate(
         params=parameter_count(args), quantize=quantize, dtype=dtype,
         weights=weight_bytes(args, quantize, b), cache_per_row=cache_bytes(args, context, b),
         work_per_row=work_bytes(args, context, b), context=context, free=free,
-        reserve=RESERVE[kind], batch=batch,
+        reserve=RESERVE[kind], batch=batch, load_extra=block_extra(args, quantize, b),
     )  # fmt: skip
 
 
@@ -158,7 +176,9 @@ def remedies(fit: Fit, args: ModelArgs) -> list[str]:
     """The options that would make `fit` fit, each with the batch it then allows."""
     out: list[str] = []
     for mode in QUANTIZE_MODES[QUANTIZE_MODES.index(fit.quantize) + 1 :]:
-        q = replace(fit, quantize=mode, weights=weight_bytes(args, mode, DTYPE_BYTES[fit.dtype]))
+        b = DTYPE_BYTES[fit.dtype]
+        q = replace(fit, quantize=mode, weights=weight_bytes(args, mode, b),
+                    load_extra=block_extra(args, mode, b))  # fmt: skip
         if q.fits:
             out.append(
                 f"--quantize {mode} (weights {gb(q.weights)}, batch up to {q.largest_batch})"
@@ -190,10 +210,12 @@ def explain(fit: Fit, args: ModelArgs, label: str, device: str) -> list[str]:
         f"working    {gb(fit.work_per_row)} per row (one full pass)",
         f"batch      {fit.batch} asked, up to {fit.largest_batch} fit",
     ]
+    if fit.load_extra:
+        lines.insert(3, f"loading    {gb(fit.load_extra)} more for one block at {fit.dtype}")
     if fit.fits:
         return [*lines, "fits"]
     fixes = remedies(fit, args)
-    need = fit.weights + fit.batch * fit.per_row + fit.reserve
+    need = fit.weights + max(fit.batch * fit.per_row, fit.load_extra) + fit.reserve
     why = f"needs {gb(need)}, {gb(fit.free)} free"
     fix = "; would fit with " + ", or ".join(fixes) if fixes else "; nothing here makes it fit"
     return [*lines, f"does not fit: {why}{fix}"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 from safetensors import safe_open
-from torch import Tensor
+from torch import Tensor, nn
 
 from . import hub
 from .models import FAMILIES, QWEN2_DIFFUSION, DiffusionTransformer, Family, ModelArgs
@@ -285,14 +285,27 @@ def control_ids(
 
 
 def build_model(
-    args: ModelArgs, state: dict[str, Tensor], device: torch.device
+    args: ModelArgs, state: dict[str, Tensor], device: torch.device, quantize: str = "none"
 ) -> DiffusionTransformer:
     with torch.device("meta"):
         model = DiffusionTransformer(args)
     model.load_state_dict(state, strict=False, assign=True)
     if args.tie_embeddings:
         model.lm_head.weight = model.embed_tokens.weight
-    return model.to(device).eval()
+    if quantize == "none":
+        return model.to(device).eval()
+    # weight-only (quantize.py), one block at a time on its device: the device never holds more
+    # than one block at the load precision (a 7B model at int4 loads on a 12 GB card; fit.py)
+    from .quantize import quantize_model
+
+    for block in model.layers:
+        holder = nn.Module()
+        holder.layers = nn.ModuleList([block])  # quantize.py takes the linears under "layers."
+        quantize_model(holder.to(device), quantize)
+    for name, child in model.named_children():
+        if name != "layers":
+            child.to(device)
+    return model.eval()
 
 
 def load_model_dir(
@@ -317,11 +330,7 @@ def load_model_dir(
         args = replace(args, tie_embeddings=False)
     tokenizer = load_tokenizer(path) if with_tokenizer else None
     mask_id, end_ids = special_ids(config, family, tokenizer, args.vocab_size)
-    model_ = build_model(args, state, device)
-    if quantize != "none":  # weight-only, once the weights are on their device (quantize.py)
-        from .quantize import quantize_model
-
-        quantize_model(model_, quantize)
+    model_ = build_model(args, state, device, quantize)
     return LoadedModel(
         model_,
         family,

@@ -48,6 +48,28 @@ def test_weights_are_the_bytes_the_loaded_model_holds(
     assert abs(estimate - real) <= bound * real
 
 
+@pytest.mark.parametrize("quantize", ["int8", "int4"])
+def test_loading_quantized_adds_one_full_precision_block(dream_dir: Path, quantize: str) -> None:
+    full = load(str(dream_dir), device="cpu").model.layers[0]
+    small = load(str(dream_dir), device="cpu", quantize=quantize).model.layers[0]
+    extra = weight_bytes(full) - weight_bytes(small)  # the norms cancel out
+    args = load(str(dream_dir), device="cpu").args
+    assert abs(fit.block_extra(args, quantize, 4) - extra) <= 0.05 * weight_bytes(full)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a device's peak needs CUDA")
+def test_a_quantized_load_never_holds_every_block_at_full_precision(tmp_path: Path) -> None:
+    make_dream(tmp_path, layers=8)
+    whole = load(str(tmp_path), device="cuda", dtype="bf16")
+    full = weight_bytes(whole.model)
+    whole.close()
+    del whole
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    load(str(tmp_path), device="cuda", dtype="bf16", quantize="int8")
+    assert torch.cuda.max_memory_allocated() < full
+
+
 def test_cache_per_row_is_what_the_kv_cache_allocates() -> None:
     _, args, _ = shape_args("dream-7b", layers=2)
     context = 300
