@@ -172,7 +172,12 @@ class DllmServer(LanguageServer):
             await self.backend.load(opts, report)
         finally:  # a bar that begins also ends, even when the session exits mid-load
             if token is not None:
-                done = {"ready": "model ready", "failed": "model failed to load"}
+                failed = (
+                    "model failed to load"
+                    if opts.address is None
+                    else "engine service out of reach"
+                )
+                done = {"ready": "model ready", "failed": failed}
                 message = done.get(self.backend.state, "stopped")
                 self.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=message))
         if self.backend.state == "ready":

@@ -25,3 +25,5 @@ async def test_an_unreachable_engine_service_is_named_as_such(client: LanguageCl
     errors = [m.message for m in client.messages if m.type == lsp.MessageType.Error]
     assert any(address.removeprefix("tcp://") in m for m in errors), errors
     assert not any("cannot load model" in m for m in errors), errors
+    reports = [v for values in client.progress_reports.values() for v in values]
+    assert reports and reports[-1].message == "engine service out of reach"
