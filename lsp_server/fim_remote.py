@@ -94,8 +94,8 @@ def cut_context(
     text: str, lo: int, offset: int, after: int, hi: int, pre: int, suf: int
 ) -> tuple[int, int]:
     """[start, stop) around the hole: at most `pre` approximate tokens before the cursor and
-    `suf` after the hole, within the window [lo, hi), widened to whole lines where that stays
-    within the budgets (a prompt that starts mid-line reads as broken code)."""
+    `suf` after the hole, within the window [lo, hi), trimmed to whole lines where the cut
+    fell inside one (a prompt that starts mid-line reads as broken code)."""
     before = [m.start() for m in _PIECE.finditer(text, lo, offset)]
     start = lo if len(before) <= pre else before[len(before) - pre] if pre else offset
     if start > lo:
