@@ -88,7 +88,7 @@ def load(
     qwen2_as_diffusion: bool = False,
     quantize: str = "none",
 ) -> Engine:
-    """Load "builtin", an HF-format directory, or a hub id from the local cache. No remote code.
+    """Load "builtin", an HF-format directory, or ORG/NAME[@REVISION] (hub.py). No remote code.
     `quantize` ("none", "int8", "int4") quantizes the block weights once loaded (quantize.py)."""
     from .engine import Engine
     from .loader import load_model_dir

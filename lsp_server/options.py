@@ -26,7 +26,7 @@ DEBOUNCE_CEILING_MS = AdaptiveDebounce.max_ms  # the longest any automatic trigg
 
 @dataclass(frozen=True)
 class EngineOptions:
-    model: str = "builtin"  # "builtin", an HF-format directory, or a hub id in the local cache
+    model: str = "builtin"  # "builtin", an HF-format directory, or ORG/NAME[@REVISION] (hub.py)
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", "mps"
     dtype: str = "auto"
     address: str | None = None  # engine service address; None = in-process
