@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 # Prints the completion as an editor shows it (finished and syntax-checked against the file);
 # tests/engine/test_cli_fill.py puts it into the file and parses the result.
 demo: $(STAMP)
-	$(VENV)/bin/dllm-infill fill examples/hole.py --line 3 --col 5
+	$(VENV)/bin/dllm-infill fill examples/drafts.py --line 8 --col 5
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check infill_engine lsp_server grammars tests
@@ -49,6 +49,7 @@ editor-test: $(STAMP)
 # the ray extra into the venv (the default install stays without it), then runs them (~2 min).
 ray-test: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,ray]'
+	$(PY) -c "import ray.serve"  # asked for: fail here rather than skip every test
 	$(PY) -m pytest -q -m ray tests/deploy
 
 bench: $(STAMP)

@@ -3,35 +3,19 @@
 
 from __future__ import annotations
 
-import logging
-import os
 import signal
 import threading
 from collections.abc import Callable
 
-import ray
 from ray import serve
 
-from ..service.listen import Address, ServeError
+from ..service.listen import Address
 from .app import build_app
+from .cluster import Processes, start_cluster, stop_cluster
 from .replica import Loader
 from .spec import APPLICATION, ReplicaSpec, Scaling
 
-
-def start_cluster(ray_address: str | None, spec: ReplicaSpec, scaling: Scaling) -> None:
-    """Join the cluster at `ray_address` ("auto": the one `ray start` made on this machine), or
-    start a local one, which must hold the replicas' CPUs (Serve would wait for them forever)."""
-    if ray_address:
-        ray.init(address=ray_address, logging_level=logging.WARNING)
-        return
-    cpus = os.cpu_count() or 1
-    need = spec.threads * (scaling.max_replicas or scaling.replicas)
-    if need > cpus:
-        raise ServeError(
-            f"{need} replica CPUs (replicas x --threads) do not fit this machine's {cpus}; "
-            "fewer replicas or threads, or join a larger cluster with --ray-address"
-        )
-    ray.init(num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING)
+NOTE_S = 1.0  # how often the processes under this one are noted while serving (cluster.py)
 
 
 def deploy(
@@ -49,21 +33,19 @@ def serve_ray(
     ray_address: str | None = None,
     ready: Callable[[Address], None] | None = None,
 ) -> None:
-    """Serve until SIGINT or SIGTERM; a local cluster is shut down with it, a joined one keeps
-    running without this application."""
+    """Serve until SIGINT or SIGTERM; a local cluster is shut down with it, within seconds and
+    with no Ray process left, a joined one keeps running without this application."""
     start_cluster(ray_address, spec, scaling)
+    processes = Processes()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which sets its own handlers
         signal.signal(sig, lambda *_: stop.set())
     try:
         deploy(spec, scaling, address)
+        processes.note()
         if ready is not None:
             ready(address)
-        stop.wait()
+        while not stop.wait(NOTE_S):
+            processes.note()
     finally:
-        try:
-            serve.delete(APPLICATION)
-            if not ray_address:
-                serve.shutdown()
-        finally:
-            ray.shutdown()
+        stop_cluster(ray_address, processes)
