@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +54,9 @@ def fill(argv: list[str]) -> int:
     ap.add_argument(
         "--raw", action="store_true", help="the model's bare text, without the editor's finishing"
     )
+    ap.add_argument(
+        "--no-drafts", action="store_true", help="the model's fill alone (docs/drafts.md)"
+    )
     a = ap.parse_args(argv)
     try:
         text = a.file.read_text()
@@ -90,29 +93,56 @@ def fill(argv: list[str]) -> int:
         )
         params = replace(params, max_span=max(params.max_span, plan.max_span))
     r = engine.infill(prefix, suffix, params, plan=plan)
-    shown = r.text if a.raw else _shown(r.text, prefix, suffix, language)
+    found = [] if a.raw or a.no_drafts else _drafts(text, prefix, suffix, language)
+    shown, source = (r.text, "model") if a.raw else _shown(r.text, prefix, suffix, language,
+                                                           found, a.model != "builtin")  # fmt: skip
     if a.json:
         fields = ("tokens", "nfe_full", "nfe_block", "elapsed_ms", "stop_reason", "span")
-        out = {"text": shown, "raw": r.text, **{k: getattr(r, k) for k in fields}}
+        out: dict[str, Any] = {"text": shown, "source": source, "raw": r.text}
+        out.update({k: getattr(r, k) for k in fields}, drafts=[asdict(d) for d in found])
         print(json.dumps(out, indent=2))
     else:
         print(shown)
     return 0
 
 
-def _shown(raw: str, prefix: str, suffix: str, language: str) -> str:
-    """What an editor shows of the fill (finish: the language server's finishing steps and
-    syntax check, on the whole file), or "" with a word on stderr when nothing is left."""
+def _drafts(text: str, prefix: str, suffix: str, language: str) -> list[Any]:
+    """The drafts an editor would be offered here, from the file itself, each finished."""
+    from .drafts import gather
+    from .finish import finish
+
+    out = []
+    for d in gather(text, len(prefix)):
+        done = finish(d.text, prefix, suffix, language, one_line=True)
+        if done:
+            out.append(replace(d, text=done))
+    return out
+
+
+def _shown(
+    raw: str, prefix: str, suffix: str, language: str, found: list[Any], trust: bool
+) -> tuple[str, str]:
+    """What an editor shows for an invoked request (finish: the language server's finishing
+    steps and syntax check, on the whole file; then the ranking of the fill with the drafts,
+    drafts.rank), and where it came from; "" with a word on stderr when nothing is left."""
+    from .drafts import GATE
+    from .drafts.rank import choose
     from .finish import finish
 
     text = finish(raw, prefix, suffix, language)
-    if text is None:
+    best = choose([text] if text else [], found, automatic=False, gate=GATE, trust_model=trust)
+    if not best:
         print(
             "dllm-infill fill: nothing to show: an editor would show no completion here (the "
             "model's text: --raw)",
             file=sys.stderr,
         )
-    return text or ""
+        return "", "model"
+    if best[0].source != "model":
+        where = next(d.where for d in found if d.text == best[0].text)
+        print(f"dllm-infill fill: a draft ({best[0].source}, {where}, score {best[0].score:.2f}); "
+              f"the model's own fill: {text!r} (--no-drafts)", file=sys.stderr)  # fmt: skip
+    return best[0].text, best[0].source
 
 
 def serve(argv: list[str]) -> int:

@@ -40,16 +40,16 @@ class Weights:
     """The score of one occurrence: a weighted sum of its features (calibrated on held-out
     holes by lab/eval_drafts.py; docs/drafts.md has the figures)."""
 
-    prev: float = 1.25  # the nearest non-blank line above equals the cursor's
-    prev2: float = 0.95  # the second one above equals too
+    prev: float = 0.75  # the nearest non-blank line above equals the cursor's
+    prev2: float = 1.2  # the second one above equals too
     next: float = 1.85  # the nearest non-blank line below equals the cursor's
-    context: float = 1.25  # word overlap (Jaccard) of the windows around both
+    context: float = 1.75  # word overlap (Jaccard) of the windows around both
     indent: float = 1.3  # the same indentation step from the line above
     recur: float = 0.1  # log of how often the line's text occurs
-    scope: float = 2.7  # the share of its names that the document knows
+    scope: float = 4.2  # the share of its names that the document knows
     same_doc: float = -0.7  # found in the document itself
     adjacent: float = -3.5  # equals a line right next to the cursor (the suffix has it)
-    ngram: float = -1.0  # continues the words before the cursor found inside another line
+    ngram: float = -2.0  # continues the words before the cursor found inside another line
     bias: float = -3.0
 
 
@@ -182,6 +182,7 @@ class Cursor:
     step: int
     around: frozenset[str]
     known: frozenset[str]
+    next_indent: int = -1  # the indentation of the line below (-1: none)
 
     @classmethod
     def at(cls, text: str, offset: int) -> Cursor:
@@ -207,7 +208,19 @@ class Cursor:
             step=len(indent) - len(indent_of(prev_raw)),
             around=frozenset(around),
             known=frozenset(_IDENT.findall(text[:start])) | frozenset(_IDENT.findall(text[end:])),
+            next_indent=len(indent_of(next_lines[0])) if next_lines else -1,
         )
+
+    def takes(self, line: str) -> bool:
+        """Whether `line` can stand at the cursor: it begins with what is typed and goes on, it
+        ends with what follows the cursor, and it opens no block that would stay empty (the
+        line below is not indented under the cursor's)."""
+        typed, rest = self.typed, self.rest
+        if not line.startswith(typed) or len(line) <= len(typed):
+            return False
+        if rest and (not line.endswith(rest) or len(line) <= len(typed + rest)):
+            return False
+        return not (line.endswith((":", "{")) and self.next_indent <= len(self.indent))
 
 
 def _jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
@@ -257,7 +270,7 @@ def _tail(typed: str) -> str:
     """The last NGRAM words of what is typed (all of it when shorter): what n-gram lookup
     looks for inside other lines."""
     starts = [m.start() for m in _WORD.finditer(typed)]
-    return typed[starts[-NGRAM]:] if len(starts) >= NGRAM else ""
+    return typed[starts[-NGRAM] :] if len(starts) >= NGRAM else ""
 
 
 def _continuations(index: LineIndex, cur: Cursor, tail: str) -> Iterable[tuple[int, str]]:
@@ -287,9 +300,7 @@ def occurrences(cur: Cursor, indices: Sequence[LineIndex]) -> list[Occurrence]:
         whole = ((row, index.lines[row].strip(), False) for row in _rows(index, cur))
         inner = ((row, s, True) for row, s in _continuations(index, cur, tail)) if tail else ()
         for row, s, ngram in itertools.chain(whole, inner):
-            if not s.startswith(cur.typed) or len(s) <= len(cur.typed):
-                continue
-            if cur.rest and (not s.endswith(cur.rest) or len(s) <= len(cur.typed + cur.rest)):
+            if not cur.takes(s):
                 continue
             names = set(_IDENT.findall(s))
             step = len(indent_of(index.lines[row])) - len(indent_of(_raw_above(index, row)))
@@ -339,7 +350,8 @@ def best_of(
         text = o.text[len(cur.typed) :]
         if cur.rest:
             text = text[: len(text) - len(cur.rest)]
-        out.append(Draft(text, o.index.source, value, f"{o.index.path}:{o.row + 1}"))
+        where = f"{o.index.path}:{o.row + 1}" if o.index.path else f"line {o.row + 1}"
+        out.append(Draft(text, o.index.source, value, where))
     return out
 
 

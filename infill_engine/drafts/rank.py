@@ -9,8 +9,9 @@ so that draft goes first whatever its score. Then:
   only when `trust_model` (a model good enough to be shown unasked; the builtin model is not:
   its fills are rarely right, docs/drafts.md);
 - an invoked one shows drafts over the gate, then the model's fills, then the best drafts
-  under the gate (the user asked; the best guess is still better than nothing); the drafts
-  under the gate come before the model's fills when the model is not trusted.
+  under the gate but over a floor (the user asked; a fair guess is still better than
+  nothing); the drafts under the gate come before the model's fills when the model is not
+  trusted.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from dataclasses import dataclass
 from .draft import Draft
 
 AGREE_BONUS = 4.0  # added to a draft's score when a model fill says the same
+# Drafts under this score are never shown, even asked for: under it, the calibration holes'
+# best draft was right too rarely to be worth the user's reading (docs/drafts.md).
+FLOOR = 0.0
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ def choose(
         key=lambda sd: -sd[0],
     )
     over = [Choice(d.text, d.source, s) for s, d in scored if s >= gate]
-    under = [Choice(d.text, d.source, s) for s, d in scored if s < gate][:below_gate]
+    under = [Choice(d.text, d.source, s) for s, d in scored if FLOOR <= s < gate][:below_gate]
     model = [Choice(f, "model", None) for f in fills if f.strip()]
     if automatic:
         order = over + (model if trust_model else [])

@@ -37,8 +37,9 @@ def splice(text: str, line: int, col: int, new: str) -> str:
 
 
 def test_make_demo_prints_code_that_parses_in_its_file() -> None:
-    """The demo prints what an editor shows at its hole: the language server's finish of the
-    model's raw text (raw `return None:` is `return None`), and that parses in the file."""
+    """The demo prints what an editor shows at its hole (the language server's finish of the
+    model's raw text, ranked with the drafts: here a line of the file itself), and that parses
+    in the file; --no-drafts prints the model's own fill, finished."""
     cmd = demo_command()
     p = run(cmd)
     assert p.returncode == 0, p.stderr
@@ -50,8 +51,13 @@ def test_make_demo_prints_code_that_parses_in_its_file() -> None:
     compile(ast.parse(splice(text, line, col, shown)), path, "exec")
     out = json.loads(run([*cmd, "--json"]).stdout)
     assert out["text"] == shown
+    # the demo shows a draft at work: a line of the file whose neighbours match the hole's
+    assert out["source"] == "document" and shown == out["drafts"][0]["text"]
+    assert "a draft (document, line 3" in p.stderr
     offset = len(splice(text, line, col, "\0").split("\0")[0])
-    assert finish(out["raw"], text[:offset], text[offset:], "python") == shown
+    alone = json.loads(run([*cmd, "--json", "--no-drafts"]).stdout)
+    assert alone["source"] == "model" and alone["drafts"] == []
+    assert finish(alone["raw"], text[:offset], text[offset:], "python") == alone["text"]
 
 
 def test_fill_prints_the_finished_text_and_raw_the_bare_one(tmp_path: Path) -> None:

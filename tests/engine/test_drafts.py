@@ -24,7 +24,7 @@ CURSOR = DOC.index("    \n    return result\n") + 4
 def test_a_line_whose_neighbours_match_the_cursors_comes_first() -> None:
     found = gather(DOC, CURSOR)
     assert found[0].text == "result = [dict(r) for r in rows]"
-    assert found[0].source == "document" and found[0].where == ":3"
+    assert found[0].source == "document" and found[0].where == "line 3"
     assert "return result" not in [d.text for d in found[:1]]  # the line below: the suffix has it
 
 
@@ -52,8 +52,10 @@ def test_other_files_chunks_are_drafted_from_with_their_source() -> None:
     doc = "def load_groups(db):\n    rows = db.query('groups')\n    \n    return result\n"
     other = DOC.split("\n\n")[0]
     found = gather(doc, doc.index("    \n") + 4, extra=[("users.py", other)])
-    assert found[0].text == "result = [dict(r) for r in rows]"
-    assert found[0].source == "extra" and found[0].where == "users.py:3"
+    ours = [d for d in found if d.text == "result = [dict(r) for r in rows]"]
+    assert ours and ours[0].source == "extra" and ours[0].where == "users.py:3"
+    alone = gather(doc, doc.index("    \n") + 4)
+    assert "result = [dict(r) for r in rows]" not in [d.text for d in alone]
 
 
 def test_merge_keeps_each_text_once_at_its_best_score() -> None:
@@ -103,3 +105,21 @@ def test_the_words_before_the_cursor_are_looked_up_inside_other_lines() -> None:
     found = gather(text, len(text) - 1)
     assert any(d.text == "key, ()))" and d.source == "document" for d in found)
     assert all(not d.text.startswith("value") for d in found)
+
+
+def test_a_block_opener_is_no_draft_where_its_block_would_stay_empty() -> None:
+    text = (
+        "def load_users(db):\n"
+        "    rows = db.query('users')\n"
+        "    return [dict(row) for row in rows]\n"
+        "\n\n"
+        "def load_groups(db):\n"
+        "    rows = db.query('groups')\n"
+        "    \n"
+    )
+    found = gather(text, len(text) - 1)
+    assert found[0].text == "return [dict(row) for row in rows]"
+    assert all(not d.text.endswith(":") for d in found)
+    # under an opener's indentation, the next line deeper, an opener may stand
+    cur = Cursor.at("if a:\n    \n        go()\n", len("if a:\n    "))
+    assert cur.takes("for x in xs:") and not Cursor.at("if a:\n    \n", 10).takes("if b:")
