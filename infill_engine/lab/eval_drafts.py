@@ -27,7 +27,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +184,40 @@ async def run_mode(
     }
 
 
+def humaneval(model: str, limit: int | None) -> dict[str, float]:
+    """HumanEval-Infilling single-line, no workspace: pass@1 of what an invoked request shows,
+    the model's fill finished as the editor does, with the problem's own drafts ranked with it
+    and without."""
+    from .. import InfillParams, load, planner
+    from ..drafts import GATE, gather
+    from ..drafts.rank import choose
+    from ..finish import finish
+    from .humaneval import DEFAULT_DATA, read_humaneval
+    from .sandbox import run_sandboxed
+
+    engine = load(model, device="cpu")
+    rows = read_humaneval(DEFAULT_DATA, limit)
+    passed = {"off": 0, "on": 0}
+    for row in rows:
+        prefix, suffix = row["prompt"], row["suffix"]
+        text = prefix + suffix
+        plan = planner.plan(text, len(prefix), "python", engine.encode,
+                            max_positions=engine.args.max_positions)  # fmt: skip
+        params = InfillParams(span="auto", max_span=max(128, plan.max_span))
+        raw = engine.infill(prefix, suffix, params, plan=plan).text
+        fill = finish(raw, prefix, suffix, "python") or ""
+        found = []
+        for d in gather(text, len(prefix)):
+            text = finish(d.text, prefix, suffix, "python", one_line=True)
+            if text:
+                found.append(replace(d, text=text))
+        best = choose([fill] if fill else [], found, False, GATE, trust_model=model != "builtin")
+        for mode, text in (("off", fill), ("on", best[0].text if best else "")):
+            program = f"{prefix}{text}{suffix}\n{row['test']}\ncheck({row['entry_point']})\n"
+            passed[mode] += run_sandboxed(program, 10.0)
+    return {mode: n / len(rows) for mode, n in passed.items()}
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f} %"
 
@@ -191,11 +225,14 @@ def _pct(x: float | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m infill_engine.lab.eval_drafts",
                                  description=__doc__.split("\n\n")[0])  # fmt: skip
-    ap.add_argument("repos", nargs="+", type=Path, help="repository folders (Python)")
+    ap.add_argument("repos", nargs="*", type=Path, help="repository folders (Python)")
     ap.add_argument("--holes", type=int, default=100, help="holes per repository")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--json", type=Path, help="write the figures here too")
+    ap.add_argument(
+        "--humaneval", type=int, metavar="N", default=0, help="also HumanEval single-line, N rows"
+    )
     a = ap.parse_args(argv)
     server = [str(Path(sys.executable).parent / "dllm-infill-ls")]
     report: dict[str, Any] = {}
@@ -217,6 +254,11 @@ def main(argv: list[str] | None = None) -> int:
             ms = r["invoked_p50_ms"] or 0
             print(f"  {mode:<7} {cells[0]:>14} {cells[1]:>11} {cells[2]:>11} {ms:>8.0f}")
         sys.stdout.flush()
+    if a.humaneval:
+        he = humaneval(a.model, a.humaneval)
+        report["humaneval-single-line"] = he
+        print(f"HumanEval-Infilling single-line ({a.humaneval} problems): pass@1 drafts off "
+              f"{_pct(he['off'])}, on {_pct(he['on'])}")  # fmt: skip
     if a.json is not None:
         a.json.write_text(json.dumps(report, indent=2))
     return 0
