@@ -1,4 +1,5 @@
-"""Whole-line drafts: lines found elsewhere in the code whose surroundings resemble the cursor's.
+"""Line drafts: lines found elsewhere in the code whose surroundings resemble the cursor's, and
+continuations of the words before the cursor found inside other lines.
 
 Code repeats itself: in real packages a fifth to a third of the one-line statements in function
 bodies stand verbatim somewhere else in the same package. A line is a good draft for the cursor
@@ -37,8 +38,8 @@ NGRAM = 3  # words at the end of what is typed that n-gram lookup matches
 
 @dataclass(frozen=True)
 class Weights:
-    """The score of one occurrence: a weighted sum of its features (calibrated on held-out
-    holes by lab/eval_drafts.py; docs/drafts.md has the figures)."""
+    """The score of one occurrence: a weighted sum of its features, fitted on standard-library
+    holes by lab/calibrate_drafts.py (docs/drafts.md has the figures)."""
 
     prev: float = 0.75  # the nearest non-blank line above equals the cursor's
     prev2: float = 1.2  # the second one above equals too
