@@ -175,7 +175,7 @@ def _accept_command(ls: DllmServer, language: str, source: str) -> lsp.Command |
     key = ls.stats.issue(language, source)
     if key is None:
         return None  # counting is off
-    arg = {"id": key, "languageId": language}
+    arg = {"id": key, "languageId": language, "source": source}
     return lsp.Command(title="dLLM: completion accepted", command=ACCEPT_COMMAND, arguments=[arg])
 
 

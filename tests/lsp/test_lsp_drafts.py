@@ -68,7 +68,7 @@ async def test_a_line_from_another_file_is_offered_and_gated(
     assert s["drafts"]["shown"].get("workspace") == 1
     # accepting it counts for its source (the item's command names it)
     command = items[0].command
-    assert command is not None
+    assert command is not None and command.arguments[0]["source"] == "workspace"
     await client.workspace_execute_command_async(
         lsp.ExecuteCommandParams(command=command.command, arguments=command.arguments)
     )
