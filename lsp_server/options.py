@@ -5,6 +5,11 @@ Keys are the camelCase names editors use (`decode.blockSize`), nested or dotted.
 is reported as a message and replaced by its default; a value past what the server can honour is
 reported and used at its limit; the rest of the settings still apply. `fit_model` clamps, the
 same way, what only a loaded model can judge (spans against its positions).
+
+The checkers below are the settings' schema (`_SCHEMA`). A cattrs converter does not replace them:
+its int, float and bool hooks convert ("12" -> 12, 3.7 -> 3) where these refuse with a message,
+and a cattrs class fails whole, where here each bad key falls back alone and keys not given keep
+`base`'s value. Put through one converter, the same messages took 20 lines more, checkers kept.
 """
 
 from __future__ import annotations
