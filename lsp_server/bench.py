@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="dllm-bench-lsp-") as state:
             env = {**os.environ, "XDG_STATE_HOME": state}  # not the user's acceptance counts
             out = asyncio.run(run(a.requests, a.sample, settings, server, env))
-    except (OSError, RuntimeError) as e:
+        out["full_pass_ms"] = full_pass_ms(a.model, a.device)
+    except (OSError, RuntimeError, ValueError) as e:
         print(f"bench-lsp: {e}", file=sys.stderr)
         return 2
     if a.json:
@@ -206,4 +207,25 @@ def main(argv: list[str] | None = None) -> int:
             "-" if out[key][k] is None else f"{out[key][k]:.2f}" for k in ("p50", "p95", "mean")
         )
         print(f"{label:14}" + "".join(f"{c:>10}" for c in cells))
+    full, p50 = out["full_pass_ms"], out["round_trip_ms"]["p50"]
+    ratio = f" (round trip p50 = {p50 / full:.1f} x)" if p50 is not None and full else ""
+    print(f"{'one full pass':14}{full:>10.2f}  at the model's positions, in this run{ratio}")
     return 0
+
+
+def full_pass_ms(model: str, device: str, repeats: int = 10) -> float:
+    """The median time of one full pass over a canvas of the model's positions, the unit the
+    round trip is compared with: loaded in this process, after the server has gone."""
+    import torch
+
+    from infill_engine import load
+
+    engine = load(model, device=device)
+    ids = torch.randint(0, engine.args.vocab_size, (1, engine.args.max_positions))
+    times = []
+    for _ in range(repeats + 2):  # two untimed
+        t0 = time.perf_counter()
+        engine.logits(ids)
+        times.append((time.perf_counter() - t0) * 1000)
+    engine.close()
+    return round(statistics.median(times[2:]), 2)
