@@ -21,6 +21,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 from typing import Protocol as Interface
 
+from cattrs import Converter
 from cattrs.errors import BaseValidationError
 from cattrs.v import transform_error
 from lsprotocol import types as lsp
@@ -105,8 +106,11 @@ class Protocol(LanguageServerProtocol):
     _server: Session  # type: ignore[assignment]
     _exiting = False  # after exit nothing more is written: the client has stopped reading
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, server: Any, converter: Converter) -> None:
+        super().__init__(server, converter)
+        # the converter pygls built this protocol with, kept under a public name: the handlers
+        # structure command arguments with it (pygls keeps it only as a private)
+        self.converter = converter
         self.formatting: dict[str, Indent] = {}  # uri -> the editor's unit (_take_formatting)
 
     def structure_message(self, data: dict[str, Any]) -> Any:
@@ -159,7 +163,7 @@ class Protocol(LanguageServerProtocol):
             message: Any = JsonRPCRequestMessage(msg_id, method, "2.0", data.get("params"))
         else:
             try:
-                message = self._converter.structure(data, kind)
+                message = self.converter.structure(data, kind)
             except Exception as e:
                 log.warning("invalid params for %s: %s", method, why(e))
                 self._reply_error(msg_id, JsonRpcInvalidParams(f"Invalid Params: {why(e)}"))
@@ -190,7 +194,7 @@ class Protocol(LanguageServerProtocol):
             return
         kind = self.get_message_type(method)
         try:
-            message = self._converter.structure(data, kind) if kind else None
+            message = self.converter.structure(data, kind) if kind else None
         except Exception as e:
             log.warning("ignored %s with invalid params: %s", method, why(e))
             return

@@ -203,7 +203,7 @@ def code_action(ls: DllmServer, params: lsp.CodeActionParams) -> list[lsp.CodeAc
     wanted = params.context.only
     if wanted and not any(lsp.CodeActionKind.RefactorRewrite.startswith(k) for k in wanted):
         return []
-    args = [doc.uri, ls.protocol._converter.unstructure(params.range)]
+    args = [doc.uri, ls.protocol.converter.unstructure(params.range)]
     return [
         lsp.CodeAction(
             title=title,
@@ -358,7 +358,7 @@ def _doc_and(ls: DllmServer, args: tuple[Any, ...], kind: type[Any]) -> tuple[Do
     if not doc.in_sync:
         raise CommandError(f"{uri} is out of sync with the editor; reopen it")
     try:
-        value = ls.protocol._converter.structure(args[1], kind)
+        value = ls.protocol.converter.structure(args[1], kind)
     except Exception as e:
         raise JsonRpcInvalidParams(f"Invalid Params: bad {name}: {why(e)}") from e
     return doc, value

@@ -37,6 +37,8 @@ CONFIRM = "dllm.replacesCode"  # the change annotation of an edit that overwrite
 
 
 class DllmServer(LanguageServer):
+    protocol: Protocol  # the protocol_cls given to pygls below
+
     def __init__(self) -> None:
         super().__init__(
             "dllm-infill-ls",
