@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 import torch
+from cache_checks import block_start_errors, window_error
 from conftest import EOS_ID, MASK_ID, VOCAB, reference_logits, save_shards, write_tokenizer
 
-from infill_engine import load
+from infill_engine import InfillParams, load
 from infill_engine.loader import ModelLoadError
 from infill_engine.models import DiffusionTransformer
 
@@ -173,9 +174,21 @@ def test_llada2_matches_glm4_moe(tmp_path: Path, shards: int) -> None:
     theirs = reference_logits(ref, ids, shift=False)
     assert ours.shape == (2, 37, VOCAB)
     assert (ours - theirs).abs().max().item() <= 1e-4
-    # the routed model decodes through the engine's cached path too
-    r = engine.infill("def add(a, b):\n    return ", "\n", None)
-    assert r.nfe >= 1 and r.stop_reason in ("end_token", "span_full", "syntax")
+
+
+@pytest.mark.parametrize("cache", ["dual", "prefix"])
+def test_the_cached_passes_equal_full_passes(tmp_path: Path, cache: str) -> None:
+    """The grouped, routed model decodes through the engine's cached path: every block's first pass
+    (which writes the K/V cache) and an in-block pass against that cache give the logits of a
+    full pass with no cache (a layer that computes otherwise when handed a store fails here)."""
+    make_llada2(tmp_path)
+    engine = load(str(tmp_path), device="cpu")
+    p = InfillParams(span=24, max_span=24, block_size=8, cache=cache, min_tokens=24)
+    errors, r = block_start_errors(engine, "def add(a, b):\n    return ", "\n", p)
+    assert (r.tokens, r.nfe_full, r.stop_reason) == (24, 3, "span_full") and r.nfe_block >= 1
+    assert len(errors) == 3 and max(errors) <= 1e-4
+    assert window_error(engine, cache, block_start=0) <= 1e-4
+    assert window_error(engine, cache, block_start=5) <= 1e-4
 
 
 def test_router_bias_groups_and_rotary_each_matter(tmp_path: Path) -> None:

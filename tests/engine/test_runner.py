@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from cache_checks import block_start_errors, window_error
 from conftest import EOS_ID, VOCAB, biased, greedy_reference
 
 from infill_engine import Engine, InfillParams
@@ -27,31 +28,10 @@ def count_calls(engine: Engine) -> tuple[list[int], Any]:
 @pytest.mark.parametrize("cache", ["dual", "prefix"])
 def test_block_start_passes_equal_a_full_pass(dream_engine: Engine, cache: str) -> None:
     """Every refresh pass (the first pass of each block) gives the logits of engine.logits."""
-    checked: list[float] = []
-
-    def hook(_m: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: torch.Tensor) -> None:
-        store = kwargs.get("store")
-        if type(store).__name__ != "_Refresh":
-            return
-        ids, score = args[0], kwargs["score"]
-        handle.remove()
-        full = dream_engine.logits(ids)
-        # The full pass scored hidden state s for block position s+1 (Dream's shift).
-        want = torch.gather(full, 1, (score + 1)[..., None].expand(-1, -1, full.shape[-1]))
-        checked.append((want - out).abs().max().item())
-        reattach()
-
-    def reattach() -> None:
-        nonlocal handle
-        handle = dream_engine.model.register_forward_hook(hook, with_kwargs=True)
-
-    handle = dream_engine.model.register_forward_hook(hook, with_kwargs=True)
-    try:
-        r = dream_engine.infill(PREFIX, SUFFIX, InfillParams(span=24, block_size=8, cache=cache))
-    finally:
-        handle.remove()
-    assert len(checked) == r.nfe_full == 3
-    assert max(checked) <= 1e-5
+    p = InfillParams(span=24, block_size=8, cache=cache)
+    errors, r = block_start_errors(dream_engine, PREFIX, SUFFIX, p)
+    assert len(errors) == r.nfe_full == 3
+    assert max(errors) <= 1e-5
 
 
 @pytest.mark.parametrize("cache", ["dual", "prefix"])
@@ -74,6 +54,8 @@ def test_window_pass_on_unchanged_canvas_equals_full_pass(
         window = runner._window_pass([row, other], kv)
     assert row.nfe_full == 1 and row.nfe_block == 1
     assert (full - window).abs().max().item() <= 1e-5
+    # and against a pass with no store at all (the check the other families run)
+    assert window_error(dream_engine, cache, block_start) <= 1e-4
 
 
 def test_no_cache_means_every_step_is_full(dream_engine: Engine) -> None:
