@@ -77,11 +77,15 @@ def test_llama_cpp_infill_answers_with_the_draft(client: httpx.Client) -> None:
 
 
 def test_llama_cpp_input_extra_is_drafted_from(client: httpx.Client) -> None:
-    # the document alone has no such line; another file's chunk has it, twice
-    other = BLOCK.format("a") + BLOCK.format("b")
-    body = {"input_prefix": "def c(db):\n    rows = db.query('x')\n    ", "input_suffix": SUFFIX,
+    # the document alone has no such line; another file's chunk has it, twice, around the
+    # same lines as the cursor's
+    doc = '    """Each r of the rows as a dict."""\n    rows = db.query(\'x\')\n'
+    other = "".join(f"def {n}(db):\n{doc}    {LINE}\n    return result\n\n" for n in "ab")
+    body = {"input_prefix": f"def c(db):\n{doc}    ", "input_suffix": SUFFIX,
             "input_extra": [{"filename": "users.py", "text": other}], "n_predict": 4}  # fmt: skip
     assert client.post("/infill", headers=AUTH, json=body).json()["content"] == LINE
+    del body["input_extra"]
+    assert client.post("/infill", headers=AUTH, json=body).json()["content"] != LINE
 
 
 def test_openai_completions_answer_with_the_draft(client: httpx.Client) -> None:
