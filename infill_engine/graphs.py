@@ -61,7 +61,7 @@ def cuda_capture(pool: Any) -> Capture:
 
 
 @dataclass(frozen=True)
-class Window:
+class WindowPass:
     """One window pass's inputs (runner._window_pass builds them)."""
 
     ids: Tensor  # [b, W] tokens
@@ -81,15 +81,15 @@ class Window:
         store = cache.window(self.positions, self.write, self.rows)
         return model(self.ids, self.positions, mask=self.mask, store=store, score=self.score)
 
-    def clone(self) -> Window:
+    def clone(self) -> WindowPass:
         rows = None if self.rows is None else self.rows.clone()
         mask = None if self.mask is None else self.mask.clone()
-        return Window(
+        return WindowPass(
             self.ids.clone(), self.positions.clone(), self.write.clone(), rows, mask,
             self.score.clone(),
         )  # fmt: skip
 
-    def copy_from(self, other: Window) -> None:
+    def copy_from(self, other: WindowPass) -> None:
         for mine, new in zip(self._tensors(), other._tensors(), strict=True):
             if mine is not None and new is not None:
                 mine.copy_(new)
@@ -108,7 +108,7 @@ class WindowGraphs:
         self.replays = 0
         self._version: int | None = None  # the cache version the graphs were captured with
         self._seen: dict[tuple[Any, ...], int] = {}
-        self._graphs: dict[tuple[Any, ...], tuple[Window, Pass]] = {}  # static inputs, replay
+        self._graphs: dict[tuple[Any, ...], tuple[WindowPass, Pass]] = {}  # static inputs, replay
 
     @classmethod
     def for_device(cls, model: DiffusionTransformer) -> WindowGraphs | None:
@@ -117,7 +117,7 @@ class WindowGraphs:
             return None
         return cls(model, cuda_capture(torch.cuda.graph_pool_handle()))
 
-    def __call__(self, cache: KVCache, window: Window) -> Tensor:
+    def __call__(self, cache: KVCache, window: WindowPass) -> Tensor:
         """The window pass's logits: replayed when this shape has a graph, else eager."""
         if cache.version != self._version:
             self._graphs.clear()  # they write into tensors the cache no longer holds

@@ -38,7 +38,7 @@ from torch import Tensor
 
 from . import decode
 from .cache import KVCache
-from .graphs import Window, WindowGraphs
+from .graphs import WindowGraphs, WindowPass
 from .models.common import DiffusionTransformer
 from .row import Observer, Row, RowRequest, StepEvent, StopFn
 
@@ -127,7 +127,7 @@ class BlockRunner:
         write = (raw >= block_starts) & (raw < torch.tensor(ends, device=raw.device)[:, None])
         score = self._stack([self._sources(r, offset=s) for r, s in zip(rows, starts, strict=True)])
         mask = self._key_mask(rows, cache.length + 1)
-        window = Window(ids, positions, write, self._slots(rows, cache), mask, score)
+        window = WindowPass(ids, positions, write, self._slots(rows, cache), mask, score)
         for row in rows:
             row.nfe_block += 1
         if self.graphs is not None:

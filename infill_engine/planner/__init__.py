@@ -40,7 +40,7 @@ from typing import Any
 from ..request import DEFAULT_PARAMS, PREFIX_TOKENS, SUFFIX_TOKENS, budgets
 from ..stop import StopRule
 from .classify import classify
-from .document import Document
+from .document import DocumentView
 from .evidence import WINDOW, chars_per_token, clear_caches, same_file_length
 from .kinds import KINDS, Encode, HoleKind
 from .table import FALLBACK, TABLE, load_table, row
@@ -50,7 +50,7 @@ __all__ = [
     "KINDS",
     "TABLE",
     "WINDOW",
-    "Document",
+    "DocumentView",
     "Encode",
     "HoleKind",
     "SpanPlan",
@@ -92,7 +92,7 @@ def plan(
     `tree` is the document's current tree-sitter tree when the caller keeps one (the language
     server parses incrementally); without it the text is parsed here, if a grammar exists."""
     offset = max(0, min(offset, len(text)))
-    doc = Document(text, offset, language_id, tree)
+    doc = DocumentView(text, offset, language_id, tree)
     spec = _spec(language_id)
     comment = spec.line_comment if spec is not None else "#"
     braces = spec is not None and spec.block_style == "brace"

@@ -9,12 +9,12 @@ from dataclasses import replace
 from .. import lexer
 from ..lexer import CLOSERS
 from ..stop import StopRule, indent_width
-from .document import Document
+from .document import DocumentView
 from .kinds import HoleKind
 
 
 def classify(
-    doc: Document, before: str, after: str, braces: bool, comment: str
+    doc: DocumentView, before: str, after: str, braces: bool, comment: str
 ) -> tuple[HoleKind, StopRule]:
     text, offset = doc.text, doc.offset
     line_rule = StopRule("line", comment=comment)
@@ -67,7 +67,7 @@ def _block_rule(before: str, braces: bool, comment: str) -> StopRule:
     return StopRule("indent", indent=indent_width(before) + 1, comment=comment)
 
 
-def _body_kind(doc: Document, header: str, braces: bool) -> HoleKind:
+def _body_kind(doc: DocumentView, header: str, braces: bool) -> HoleKind:
     """A function's body or another block's, from the grammar when there is one: whichever
     encloses the cursor more closely."""
     if not braces:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 
-class Document:
+class DocumentView:
     """One plan's view of the document: its root node, parsed at most once and only when a
     grammar query is needed, and the grammar's captures near the cursor."""
 

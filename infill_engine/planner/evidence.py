@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..stop import indent_width
-from .document import Document
+from .document import DocumentView
 from .kinds import Encode, HoleKind
 
 WINDOW = 20_000  # characters (bytes, for the grammar's bodies) around the cursor searched
@@ -21,7 +21,9 @@ RADII = (2_000, 6_000, WINDOW)  # bytes searched for them, the next only if too 
 SAMPLE_CHARS = 1_500  # a body longer than this is measured on its head and scaled
 
 
-def same_file_length(doc: Document, kind: HoleKind, before: str, encode: Encode) -> float | None:
+def same_file_length(
+    doc: DocumentView, kind: HoleKind, before: str, encode: Encode
+) -> float | None:
     """A same-file length, in tokens, that the kind's length scales with."""
     text, offset = doc.text, doc.offset
     if kind in ("line", "expression", "statement"):
@@ -61,7 +63,7 @@ def _nearby_lines(text: str, offset: int, indent: int | None) -> list[str]:
     return out
 
 
-def _sibling_bodies(doc: Document, kind: HoleKind) -> list[str]:
+def _sibling_bodies(doc: DocumentView, kind: HoleKind) -> list[str]:
     """The texts of up to SIBLINGS function bodies (or blocks) nearest the cursor, not the one it
     is in; within WINDOW bytes."""
     if doc.root() is None:

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from infill_engine import Engine, InfillParams, load
-from infill_engine.graphs import Pass, Window, WindowGraphs
+from infill_engine.graphs import Pass, WindowGraphs, WindowPass
 
 PREFIX = "def add(a, b):\n    return"
 SUFFIX = "\n\nclass Point:\n"
@@ -149,11 +149,11 @@ class Cache:
         return None
 
 
-def window(first: int, width: int = 4, rows: int = 2) -> Window:
+def window(first: int, width: int = 4, rows: int = 2) -> WindowPass:
     ids = torch.arange(first, first + rows * width).reshape(rows, width)
     positions = torch.arange(width).expand(rows, -1).clone()
     write = torch.ones(rows, width, dtype=torch.bool)
-    return Window(ids, positions, write, None, None, torch.tensor([[0, 1]] * rows))
+    return WindowPass(ids, positions, write, None, None, torch.tensor([[0, 1]] * rows))
 
 
 def test_a_shape_is_captured_on_its_after_th_run_with_one_cache() -> None:

@@ -295,7 +295,7 @@ def test_captures_near_the_cursor_are_the_whole_trees_captures_there(path: Path)
         tree = parser.parse(raw)
         every = grammars.captures(language_id, query, tree.root_node).get(capture, [])
         assert every
-        doc = planner.Document(text, 0, language_id, tree)
+        doc = planner.DocumentView(text, 0, language_id, tree)
         for _ in range(40):
             lo = rng.randrange(-10, len(raw))
             hi = lo + rng.choice([1, 2, 50, 400])
