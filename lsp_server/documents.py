@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import positions
+from . import memory, positions
 from .trees import IncrementalTree
 
 Outcome = Literal["applied", "out of sync", "ignored", "unknown"]
@@ -106,7 +106,12 @@ class Documents:
         return doc
 
     def close(self, uri: str) -> None:
-        self._docs.pop(uri, None)
+        """Forget the document; the memory its size cost goes back (memory.py)."""
+        doc = self._docs.pop(uri, None)
+        if doc is not None:
+            chars = len(doc.text)
+            del doc  # its text and tree go before the collection
+            memory.release(chars)
 
     def change(self, params: Any, encoding: str) -> Outcome:
         """Apply a didChange's raw params. "out of sync" is returned once, when a bad change

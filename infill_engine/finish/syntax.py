@@ -104,6 +104,13 @@ def _document_compiles(language_id: str, source: str) -> bool:
     return _NATIVE[language_id](source)
 
 
+def forget_documents() -> None:
+    """Drop the documents the two caches above hold (whole texts, and their trees): a closed
+    document is never asked for again, and a large one holds tens of MiB."""
+    _document_parse.cache_clear()
+    _document_compiles.cache_clear()
+
+
 @dataclass(frozen=True)
 class Around:
     """The document around an insertion: its text before and after, and the text the insertion
