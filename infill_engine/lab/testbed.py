@@ -6,9 +6,9 @@ repository's own tests.
 
 Holes are single lines (lab/holes.py: `statement`, `line`) of the source files that have a test
 file named after them (`test_<module>.py`, anywhere in the repository). A hole is kept only when
-its tests tell: they pass with the true line and fail with the line broken (a statement replaced
-by a `raise`, a line left cut at the cursor). Each kept hole's document is opened whole in a
-language server (eval_drafts.ask_all: automatic, then invoked), and the first invoked item is
+its tests tell: they pass with the true line and fail with the line replaced by a `raise` (so
+they run it). Each kept hole's document is opened whole in a language server
+(eval_drafts.ask_all: automatic, then invoked), and the first invoked item is
 written into a copy of the repository whose tests run in the evaluation sandbox (sandbox.py:
 no network, limits, a timeout): pass@1 is the share whose tests pass. Drafts on and off, the
 same holes, side by side.
@@ -32,7 +32,7 @@ from .sandbox import run_sandboxed
 TEST_TIMEOUT_S = 60.0
 
 
-def test_file(root: Path, source: Path) -> Path | None:
+def find_tests(root: Path, source: Path) -> Path | None:
     """The test file named after `source`'s module, when the repository has one."""
     found = sorted(root.rglob(f"test_{source.stem}.py"))
     return found[0] if found else None
@@ -61,11 +61,14 @@ def passes(root: Path, source: Path, text: str, tests: Path) -> bool:
 
 
 def broken(hole: Hole) -> str:
-    """The document with the hole left broken: a statement replaced by a raise, a cut line as
-    it is (a syntax error, or a wrong line)."""
-    if hole.kind == "statement":
-        return hole.text[: hole.offset] + "raise RuntimeError('hole')" + hole.text[hole.offset :]
-    return hole.text
+    """The document with the hole's whole line replaced by a `raise` at its indentation: tests
+    that still pass never run the line, and cannot judge a fill of it."""
+    start = hole.text.rfind("\n", 0, hole.offset) + 1
+    end = hole.text.find("\n", hole.offset)
+    end = len(hole.text) if end < 0 else end
+    line = hole.text[start:end]
+    indent = line[: len(line) - len(line.lstrip())]
+    return hole.text[:start] + indent + "raise RuntimeError('hole')" + hole.text[end:]
 
 
 def filled(hole: Hole, text: str) -> str:
@@ -75,8 +78,8 @@ def filled(hole: Hole, text: str) -> str:
 def telling_holes(root: Path, n: int, seed: int) -> list[tuple[Path, Hole, Path]]:
     """Up to n holes whose tests pass with the true line and fail with it broken."""
     kept = []
-    for path, hole in repo_holes(root, n * 6, seed, only=lambda p: test_file(root, p) is not None):
-        tests = test_file(root, path)
+    for path, hole in repo_holes(root, n * 6, seed, only=lambda p: find_tests(root, p) is not None):
+        tests = find_tests(root, path)
         assert tests is not None
         if passes(root, path, filled(hole, hole.middle), tests) and not passes(
             root, path, broken(hole), tests
