@@ -276,11 +276,15 @@ def _serve_ray(a: argparse.Namespace, address: Address, token: str | None) -> in
         try:
             from .deploy.run import serve_ray
         except ImportError as e:
-            raise ServeError(f"--ray needs Ray: pip install 'dllm-infill[ray]' ({e})") from None
+            raise ServeError(f"--ray needs Ray: pip install -e '.[ray]' ({e})") from None
         serve_ray(spec, scaling, address, a.ray_address, ready)
     except (ServeError, OSError) as e:
         print(f"dllm-infill serve: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:  # Ray Serve's deployment failed (a replica could not start)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"dllm-infill serve: the deployment failed: {first}", file=sys.stderr)
+        return 1
     return 0
 
 

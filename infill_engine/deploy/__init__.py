@@ -2,4 +2,4 @@
 own scheduler behind the HTTP front, Serve routing, restarting and health-checking them.
 
 `spec` is plain data and imports nothing heavy; `replica`, `app` and `run` need Ray, installed
-with the `ray` extra (`pip install 'dllm-infill[ray]'`)."""
+with the `ray` extra (`pip install -e '.[ray]'` in this checkout)."""

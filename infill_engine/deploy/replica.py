@@ -47,4 +47,6 @@ class InfillReplica:
             raise WedgedReplica(why)
 
     def __del__(self) -> None:
-        self.service.shutdown()
+        service = getattr(self, "service", None)  # None: the engine failed to load
+        if service is not None:
+            service.shutdown()

@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import ray  # noqa: F401
     except ImportError:
-        print("dllm-infill bench-ray: needs Ray: pip install 'dllm-infill[ray]'", file=sys.stderr)
+        print("dllm-infill bench-ray: needs Ray: pip install -e '.[ray]'", file=sys.stderr)
         return 2
     params = {"span": a.span, "min_tokens": 1}
     cluster = Cluster(a.port or free_port(), "bench-token")

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import httpx
+import pytest
 
 from infill_engine.deploy.spec import ReplicaSpec
 from infill_engine.lab.bench_ray import ask, wait_for
@@ -48,3 +49,13 @@ def test_a_step_past_the_bound_turns_health_to_503_until_it_returns(tmp_path: Pa
     # closed: the worker is gone, and that is a reason too
     assert service.wedged() == "the scheduler has stopped"
     engine.close()
+
+
+@pytest.mark.ray
+def test_a_replica_whose_engine_fails_to_load_is_dropped_quietly() -> None:
+    """Its engine never loaded, so it has no service: dropping it raised AttributeError."""
+    pytest.importorskip("ray.serve")
+    from infill_engine.deploy.replica import InfillReplica
+
+    never_loaded = object.__new__(InfillReplica)  # __init__ raised before setting service
+    never_loaded.__del__()  # nothing to shut down, and no error
