@@ -14,6 +14,9 @@ anything is downloaded, where the cache is, what offline means, and how progress
   `huggingface_hub`, which writes each file to a temporary name and links it into the snapshot
   only when complete: an interrupted run leaves no corrupt file, and the next run fetches only
   what is missing (a dropped connection inside one file resumes with an HTTP range).
+- A disk that refuses a write (full, over quota, past a file-size limit) is one line: how much
+  the model takes and how much of it is not cached yet (sizes from the Hub's listing), where
+  (HF_HOME or HF_HUB_CACHE) and how much is free there; the next run fetches the rest.
 - `HF_HUB_OFFLINE=1`, or a Hub that cannot be reached: a complete cached snapshot is used; an
   uncached (or partly downloaded) one fails at once, saying what to run.
 - `HF_ENDPOINT` names the Hub (tests run a stand-in on loopback). These are read at each call,
@@ -24,10 +27,12 @@ Nothing here imports torch: the language server resolves (and downloads) before 
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -49,6 +54,8 @@ TOKENIZER_FILES = (
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+# A write that the disk (or a quota, or a file-size limit) refuses.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 CODE_SUFFIXES = (".py",)
 
 # ORG/NAME as the Hub spells repository ids, and an optional @REVISION (branch, tag or commit).
@@ -135,7 +142,7 @@ def fetch_config(name: HubName) -> dict[str, Any]:
 
     if "config.json" not in {s.rfilename for s in info.siblings or ()}:
         raise HubError(f"model {name}: the repository has no config.json")
-    with _library_errors(name):
+    with _library_errors(name, ["config.json"]):
         file = hf_hub_download(
             name.repo, "config.json", revision=name.revision, cache_dir=str(cache_dir()),
             endpoint=endpoint(),
@@ -216,20 +223,20 @@ def _download(
     common: dict[str, Any] = {
         "revision": name.revision, "cache_dir": str(cache_dir()), "endpoint": endpoint(),
     }  # fmt: skip
-    with _library_errors(name):
+    wanted = ["config.json"]  # grows as the listing is read; the disk-full message sizes it
+    with _library_errors(name, wanted):
         config = _read_json(hf_hub_download(name.repo, "config.json", **common), name)
         if check is not None:
             check(config)  # an unsupported family costs one small file, not the weights
-        wanted = [f for f in (*CONFIG_FILES, *TOKENIZER_FILES) if f in files]
+        wanted += [f for f in (*CONFIG_FILES, *TOKENIZER_FILES) if f in files]
         if weights == INDEX:
             index = _read_json(hf_hub_download(name.repo, INDEX, **common), name)
             wanted += [INDEX, *_shards(index, name, files)]
         else:
             wanted.append(SINGLE)
+        wanted[:] = sorted(set(wanted))
         bars = _reporter(str(name), progress) if progress is not None else None
-        path = snapshot_download(
-            name.repo, allow_patterns=sorted(set(wanted)), tqdm_class=bars, **common
-        )
+        path = snapshot_download(name.repo, allow_patterns=wanted, tqdm_class=bars, **common)
     return Path(path)
 
 
@@ -297,9 +304,9 @@ def _read_json(file: str, name: HubName) -> dict[str, Any]:
 
 
 @contextmanager
-def _library_errors(name: HubName) -> Iterator[None]:
-    """The library's errors during a download, as one line that says what to do; the caller's
-    own check (e.g. an unsupported family) passes through."""
+def _library_errors(name: HubName, wanted: list[str]) -> Iterator[None]:
+    """The library's errors during a download of `wanted`, as one line that says what to do;
+    the caller's own check (e.g. an unsupported family) passes through."""
     from huggingface_hub.errors import HfHubHTTPError
 
     try:
@@ -309,10 +316,56 @@ def _library_errors(name: HubName) -> Iterator[None]:
     except Exception as e:
         if not (isinstance(e, HfHubHTTPError | OSError) or _is_http(e)):
             raise
-        raise HubError(
-            f"model {name}: download stopped ({_first_line(e)}); files already complete "
-            "are kept in the cache, and running the same command again fetches the rest"
-        ) from None
+        again = (
+            "files already complete are kept in the cache, and running the same command again "
+            "fetches the rest"
+        )
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            raise HubError(f"model {name}: {disk_full(name, wanted, e)}; {again}") from None
+        raise HubError(f"model {name}: download stopped ({_first_line(e)}); {again}") from None
+
+
+def disk_full(name: HubName, wanted: list[str], e: OSError) -> str:
+    """What a download that the disk refused needs: the size of `wanted` (from the Hub's
+    listing, when it answers), how much of it is not cached yet, and where it goes."""
+    where = cache_dir()
+    variable = "HF_HUB_CACHE" if os.environ.get("HF_HUB_CACHE") else "HF_HOME"
+    text = f"the disk refused a write ({_first_line(e)}) in {where} ({variable})"
+    sizes = _sizes(name, wanted)
+    if sizes is not None:
+        total, todo = sizes
+        text += f"; the model takes {human_size(total)}, {human_size(todo)} of it not yet cached"
+    free = None
+    for place in (where, *where.parents):
+        try:
+            free = shutil.disk_usage(place).free
+            break
+        except OSError:
+            continue
+    if free is not None:
+        text += f", and {human_size(free)} is free there"
+    return text + f"; free some space or set {variable} to a larger disk"
+
+
+def _sizes(name: HubName, wanted: list[str]) -> tuple[int, int] | None:
+    """(bytes of `wanted`, bytes of those not in the cache), or None if the Hub does not say."""
+    from huggingface_hub import HfApi, try_to_load_from_cache
+    from huggingface_hub.hf_api import RepoFile
+
+    try:
+        listing = HfApi(endpoint=endpoint()).list_repo_tree(name.repo, revision=name.revision)
+        sizes = {f.path: int(f.size) for f in listing if isinstance(f, RepoFile)}
+    except Exception:  # the Hub is gone too: the message goes without sizes
+        return None
+    total = todo = 0
+    for f in wanted:
+        total += sizes.get(f, 0)
+        got = try_to_load_from_cache(
+            name.repo, f, cache_dir=str(cache_dir()), revision=name.revision
+        )
+        if not isinstance(got, str):
+            todo += sizes.get(f, 0)
+    return total, todo
 
 
 def _is_http(e: BaseException) -> bool:

@@ -181,6 +181,61 @@ def test_an_interrupted_download_resumes_on_the_next_run(
     assert not list((path.parent.parent / "blobs").glob("*.incomplete"))
 
 
+# The CLI in a child whose files may not grow past a limit (RLIMIT_FSIZE): a write past it fails
+# with EFBIG, as a full disk fails with ENOSPC (SIGXFSZ, which would kill it, is ignored).
+_LIMITED = """
+import resource, runpy, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+limit = int(sys.argv.pop(1))
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+runpy.run_module("infill_engine.cli", run_name="__main__")
+"""
+
+
+def test_a_full_disk_says_what_it_needs_and_the_next_run_resumes(
+    hub: HubStandIn, dream_files: dict[str, bytes], tmp_path: Path
+) -> None:
+    sizes = {n: len(dream_files[n]) for n in SHARDS}
+    limit = min(sizes.values()) + 1  # the smallest shard fits, the other two do not
+    assert (
+        max(len(b) for n, b in dream_files.items() if n not in SHARDS) < limit < max(sizes.values())
+    )
+    src = tmp_path / "a.py"
+    src.write_text("def add(a, b):\n    return \n")
+    args = ["fill", str(src), "--line", "2", "--col", "12", "--model", "org/tiny", "--span",
+            "4", "--device", "cpu", "--json"]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    full = subprocess.run(
+        [sys.executable, "-c", _LIMITED, str(limit), *args],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert full.returncode == 2, full.stderr
+    hf_home = os.environ["HF_HOME"]
+    assert "Traceback" not in full.stderr
+    message = full.stderr.strip().splitlines()[-1]
+    total = sum(len(b) for n, b in dream_files.items() if n != "README.md")
+    refused = "the disk refused a write (OSError: [Errno 27] File too large)"
+    assert f"model org/tiny: {refused} in {hf_home}/hub (HF_HOME)" in message, message
+    assert f"the model takes {total / 1000:.1f} KB" in message, message
+    assert "free some space or set HF_HOME to a larger disk" in message, message
+    assert "running the same command again fetches the rest" in message
+    # nothing corrupt: every file the snapshot holds is whole, no partial file is left
+    repo = Path(hf_home) / "hub" / "models--org--tiny"
+    snapshot = next((repo / "snapshots").iterdir())
+    held = {p.name: p.read_bytes() for p in snapshot.iterdir()}
+    assert held and all(data == dream_files[n] for n, data in held.items())
+    assert not [p for p in SHARDS if sizes[p] >= limit and p in held]
+    assert not list((repo / "blobs").glob("*.incomplete"))
+    hub.requests.clear()
+    assert resolve_model_dir("org/tiny") == snapshot  # the next run, without the limit
+    fetched = {n for n in SHARDS if any(m == "GET" for m, _ in hub.fetched(n))}
+    assert fetched == {n for n in SHARDS if sizes[n] >= limit}  # the shard that fit is kept
+    assert {p.name: p.read_bytes() for p in snapshot.iterdir()} == {
+        n: b for n, b in dream_files.items() if n.endswith(".json") or n in SHARDS
+    }
+    assert load("org/tiny", device="cpu").family == "dream"
+
+
 def test_cli_fill_and_models_by_name(hub: HubStandIn, tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     src = tmp_path / "a.py"
