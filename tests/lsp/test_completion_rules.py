@@ -24,7 +24,13 @@ from lsp_server.completion import Ask, Completer
 from lsp_server.options import Options
 from lsp_server.postprocess import Indent, postprocess
 
-OPTS = replace(Options(), completion=replace(Options().completion, debounce_ms=0, candidates=1))
+# The model's fills are shown on automatic triggers too (drafts.trustModel): these rules act on
+# its text, which the builtin model's default (not trusted unasked) would hide.
+OPTS = replace(
+    Options(),
+    completion=replace(Options().completion, debounce_ms=0, candidates=1),
+    drafts=replace(Options().drafts, trust_model=True),
+)
 
 
 class _Written:
