@@ -245,26 +245,42 @@ def test_a_full_queue_is_a_503_the_client_retries_and_an_error_event_in_a_stream
     client raises as an APIError."""
     scheduler = Scheduler(engine, max_queue=1, max_batch=1)
     service = Service(scheduler, "builtin", TOKEN)
-    # 300 full passes, one token each, no cache: about 15 s on a CPU, which outlasts the calls
-    long = InfillParams(span=300, threshold=1.5, min_tokens=300, cache="none")
-    with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
-        assert http.bound is not None
-        ticket = scheduler.submit("x = ", "\n", long)
-        _wait_until(lambda: scheduler.stats()["running"] == 1)
-        url = f"http://127.0.0.1:{http.bound.port}/v1"
-        with openai.OpenAI(api_key=TOKEN, base_url=url, max_retries=1) as c:
-            busy0 = scheduler.stats()["busy"]
-            with pytest.raises(openai.InternalServerError) as e:
-                c.completions.create(model="builtin", prompt="x = ", suffix="\n", n=2)
-            assert e.value.status_code == 503 and e.value.response.headers["retry-after"] == "1"
-            assert scheduler.stats()["busy"] == busy0 + 2  # asked twice: the client retried
-            with pytest.raises(openai.APIError, match="the queue is full") as streamed:
-                for _ in c.completions.create(model="builtin", prompt="x = ", suffix="\n", n=2,
-                                              stream=True):  # fmt: skip
-                    pass
-            assert not isinstance(streamed.value, openai.APIStatusError)  # it came after a 200
-        assert scheduler.stats()["running"] == 1  # the long fill went on, untouched
-        scheduler.cancel(ticket)
+    long = InfillParams(span=64, threshold=1.5, min_tokens=64, cache="none")
+    # the fill is held inside its model pass until the calls are done, however fast the machine
+    release, holding = threading.Event(), threading.Event()
+
+    def hold(*_: Any) -> None:
+        holding.set()
+        release.wait(60)
+
+    held = engine.model.register_forward_pre_hook(hold)
+    try:
+        with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
+            assert http.bound is not None
+            ticket = scheduler.submit("x = ", "\n", long)
+            assert holding.wait(30), "the fill did not start"
+            _wait_until(lambda: scheduler.stats()["running"] == 1)
+            _refused_twice(f"http://127.0.0.1:{http.bound.port}/v1", scheduler)
+            assert scheduler.stats()["running"] == 1  # the long fill went on, untouched
+            release.set()
+            scheduler.cancel(ticket)
+    finally:
+        held.remove()
+        release.set()
+
+
+def _refused_twice(url: str, scheduler: Scheduler) -> None:
+    with openai.OpenAI(api_key=TOKEN, base_url=url, max_retries=1) as c:
+        busy0 = scheduler.stats()["busy"]
+        with pytest.raises(openai.InternalServerError) as e:
+            c.completions.create(model="builtin", prompt="x = ", suffix="\n", n=2)
+        assert e.value.status_code == 503 and e.value.response.headers["retry-after"] == "1"
+        assert scheduler.stats()["busy"] == busy0 + 2  # asked twice: the client retried
+        with pytest.raises(openai.APIError, match="the queue is full") as streamed:
+            for _ in c.completions.create(model="builtin", prompt="x = ", suffix="\n", n=2,
+                                          stream=True):  # fmt: skip
+                pass
+        assert not isinstance(streamed.value, openai.APIStatusError)  # it came after a 200
 
 
 def _wait_until(cond: Any, timeout: float = 30.0) -> None:
@@ -292,11 +308,14 @@ def test_max_tokens_zero_answers_n_empty_choices(client: openai.OpenAI) -> None:
 @pytest.mark.parametrize(("n", "max_tokens"), [(4, 32), (2, 1)])
 def test_n_choices_come_back_for_any_n(client: openai.OpenAI, n: int, max_tokens: int) -> None:
     """OpenAI's shape: exactly `n` choices, indexed 0 to n-1. Greedy fills differ by their span
-    (the planned one, twice and half of it), so there are at most three distinct ones, and one
-    when max_tokens caps every span at 1."""
+    (the planned one, twice and half of it): three distinct ones at this hole, repeated to fill
+    `n`, and one when max_tokens caps every span at 1."""
     r = client.completions.create(model="builtin", prompt="def f(x):\n    return ", suffix="\n",
                                   n=n, max_tokens=max_tokens)  # fmt: skip
     assert [c.index for c in r.choices] == list(range(n))
+    distinct = {c.text for c in r.choices}
+    assert all(c.text for c in r.choices)
+    assert len(distinct) == (1 if max_tokens == 1 else 3), [c.text for c in r.choices]
 
 
 # -- llama.vscode's requests, as its source builds them ------------------------------------------
@@ -319,6 +338,7 @@ def test_llama_vscode_fim_and_warm_up_bodies_are_answered(base_url: str) -> None
         replies = r.json()  # n_cmpl 3: a list, as llama.cpp's, one reply per distinct fill
         assert isinstance(replies, list) and 1 <= len(replies) <= 3
         assert [b["index"] for b in replies] == list(range(len(replies)))
+        assert len({b["content"] for b in replies}) == len(replies)  # no fill twice
         body = replies[0]
         assert body["content"]
         for key in ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",
