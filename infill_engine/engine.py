@@ -145,7 +145,7 @@ class Engine:
         self.watchdog.close()
 
     def live_batch(self) -> LiveBatch:
-        return LiveBatch(self.runner, self._lock, self._row, self._result)
+        return LiveBatch(self.runner, self._lock, self._row, self._result, self._head)
 
     def request(
         self,
@@ -360,6 +360,16 @@ class Engine:
             grown=row.grown,
             edits=row.edits,
         )
+
+    def _head(self, row: Row, request: InfillRequest) -> str:
+        """A live row's committed leading text, which its result's text will begin with: its
+        head ids decoded, less what the end may still change: a character whose bytes are not
+        all committed and, under a stop rule (a dedent or a brace cuts the whitespace before
+        it), trailing whitespace. Nothing once the rule cut it or when edits move its ids."""
+        if row.cut or row.request.variable or row.error is not None:
+            return ""
+        text = self.decode_ids(row.head_ids(self.mask_id)).rstrip("\ufffd")
+        return text.rstrip() if row.stop is not None else text
 
     def _as_request(self, r: RequestLike) -> InfillRequest:
         if isinstance(r, InfillRequest):

@@ -92,6 +92,15 @@ class Row:
         limit = self.request.limit
         return max(self.length, min(longest, limit) if limit else longest)
 
+    def head_ids(self, mask_id: int) -> list[int]:
+        """The committed head of the span: its ids from the start up to the first mask or end
+        token, which no later step changes (but an expand/delete edit's)."""
+        end = self.end_at if self.end_at is not None else self.span_end
+        head = self.canvas[self.span_start : end]
+        masks = (head == mask_id).nonzero()
+        n = int(masks[0, 0]) if masks.numel() else int(head.numel())
+        return [int(t) for t in head[:n].tolist()]
+
 
 @dataclass(frozen=True)
 class StepEvent:

@@ -41,6 +41,7 @@ MAX_QUEUE = 64  # requests waiting, at most: past it a request is refused (`Busy
 MAX_BATCH = 8  # rows decoded together in one step
 
 TicketState = Literal["queued", "running", "done"]
+Progress = Callable[[str], None]  # a fill's leading text so far (batch.Progress)
 
 
 class SchedulerError(Exception):
@@ -71,7 +72,7 @@ class BatchLike(Protocol):
     """What the scheduler uses of `engine.LiveBatch`."""
 
     def __len__(self) -> int: ...
-    def join(self, key: Any, request: InfillRequest) -> None: ...
+    def join(self, key: Any, request: InfillRequest, progress: Progress | None) -> None: ...
     def step(self) -> list[tuple[Any, InfillResult | Exception]]: ...
     def fail(self) -> list[Any]: ...
     @property
@@ -110,6 +111,7 @@ class Ticket:
     state: TicketState = "queued"
     started: float | None = None
     batch_size: int = 0  # the most requests that shared a step with it, itself included
+    progress: Progress | None = None  # on the worker: the fill's leading text as blocks finish
 
     def result(self, timeout: float | None = None) -> InfillResult:
         """The result; raises `Cancelled`, `DeadlineExceeded` or the engine's error."""
@@ -221,9 +223,10 @@ class Scheduler:
         *,
         priority: Priority = "automatic",
         deadline_s: float | None = None,
+        progress: Progress | None = None,
     ) -> Ticket:
         """Queue an encoded request. Its `cancel` event (one is added when it has none) is the
-        ticket's: setting it has the effect of `cancel(ticket)`."""
+        ticket's: setting it has the effect of `cancel(ticket)`; `progress` is the ticket's."""
         if priority not in PRIORITIES:
             raise ValueError(f"priority must be one of {tuple(PRIORITIES)}, got {priority!r}")
         if deadline_s is not None and math.isnan(deadline_s):
@@ -242,6 +245,7 @@ class Scheduler:
             cancel_event=request.cancel,
             submitted=now,
             deadline=None if deadline_s is None else now + max(0.0, deadline_s),
+            progress=progress,
         )
         with self._cond:
             if self._closed:
@@ -363,7 +367,7 @@ class Scheduler:
         """The joining tickets join the batch, then one step of every row."""
         for ticket in joining:
             try:
-                batch.join(ticket, ticket.request)
+                batch.join(ticket, ticket.request, ticket.progress)
             except ValueError as e:  # a request the engine cannot run: the caller is told
                 self._finish(ticket, e)
             except Exception as e:  # this request alone: it never takes a slot

@@ -10,9 +10,12 @@ back in their own shapes:
   `temperature`, `top_p`, `stop`, `n`, `seed`, `stream`, `stream_options.include_usage`.
 
 Both echo the request's `model` (the served model's name when there is none), and both stream as
-their servers do (`llama_events`, `openai_events`): the fill as one event per fill, then the end,
-llama.cpp's last event carrying the reply's timings and `tokens_predicted`, OpenAI's usage on one
-last chunk of its own, and only when `stream_options.include_usage` asks for it.
+their servers do: the fill's text as its blocks finish (`llama_piece`, `openai_piece`: each new
+piece of its committed leading text, held back while a stop string or `n_indent` could still cut
+it, `streamable`), the rest of it when it is done, then the end (`llama_events`,
+`openai_events`), llama.cpp's last event carrying the reply's timings and `tokens_predicted`,
+OpenAI's usage on one last chunk of its own, and only when `stream_options.include_usage` asks
+for it. The pieces of a fill join to the text a plain call answers.
 
 Either way the service plans the span (the planner reads the text around the cursor), so the
 model gets the length the hole needs, up to the client's token cap. Fields these routes do not
@@ -23,6 +26,7 @@ does; a known field of the wrong type is a 400.
 from __future__ import annotations
 
 import collections
+import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -42,6 +46,8 @@ from .native import (
     parse_chunks,
 )
 from .wire import BadRequest, check_int
+
+log = logging.getLogger("infill_engine.service")
 
 MAX_STOPS = 16
 MAX_MODEL_CHARS = 256
@@ -250,6 +256,26 @@ def clip(text: str, stop: tuple[str, ...], n_indent: int) -> tuple[str, str | No
     return text, hit
 
 
+def streamable(text: str, stop: tuple[str, ...], n_indent: int) -> str:
+    """The part of a fill's leading text that `clip` keeps whatever follows it: the text clipped
+    as the whole fill will be, less a tail that may begin a stop string and, with `n_indent`, a
+    last line of nothing but whitespace yet (the line that follows may end the fill)."""
+    kept, _ = clip(text, stop, n_indent)
+    ends = [len(text) - k for s in stop for k in range(1, len(s)) if text.endswith(s[:k])]
+    kept = kept[: min(ends, default=len(kept))]
+    line = kept.rfind("\n") + 1
+    if n_indent > 0 and line and not kept[line:].strip():
+        kept = kept[:line]
+    return kept
+
+
+def rest(full: str, sent: str) -> str:
+    """What is left of a fill after the pieces already streamed."""
+    if not full.startswith(sent):  # the pieces are held back until nothing can change them
+        log.warning("a streamed fill's pieces are not the head of its text")
+    return full[len(sent) :]
+
+
 def finish_reason(r: InfillResult, hit: str | None) -> str:
     return "length" if hit is None and r.stop_reason == "span_full" else "stop"
 
@@ -326,16 +352,15 @@ def openai_reply(
     prompt_tokens: int,
     completion_tokens: int,
     model: str,
+    ident: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A `text_completion` object: `choices` are (text, finish_reason), repeated in turn up to
-    `n` (greedy fills differ by their span: there are at most three distinct ones)."""
+    `n` (greedy fills differ by their span: there are at most three distinct ones). `ident` is
+    the `id` and `created` of its stream (`openai_ident`), a new one when None."""
     n = c.ask.candidates
     choices = [choices[i % len(choices)] for i in range(n)] if choices else []
     return {
-        "id": f"cmpl-{uuid.uuid4().hex[:24]}",
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": c.model or model,
+        **_head(c, ident or openai_ident(), model),
         "choices": [
             {"text": t, "index": i, "logprobs": None, "finish_reason": f}
             for i, (t, f) in enumerate(choices)
@@ -348,30 +373,69 @@ def openai_reply(
     }
 
 
-def llama_events(c: CompatAsk, replies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A streamed `/infill` from its whole replies (`llama_reply`): each fill as one event, then
-    each one's final event, as llama.cpp's last: the reply (timings, `tokens_predicted`,
-    `stop_type`, ..., narrowed as a plain reply) with no content and `stop`."""
+def openai_ident() -> dict[str, Any]:
+    """The `id` and `created` that every chunk of one OpenAI stream shares."""
+    return {"id": f"cmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time())}
+
+
+def _head(c: CompatAsk, ident: dict[str, Any], model: str) -> dict[str, Any]:
+    head = {"id": ident["id"], "object": "text_completion", "created": ident["created"]}
+    return {**head, "model": c.model or model}
+
+
+def llama_piece(c: CompatAsk, index: int, text: str) -> dict[str, Any]:
+    """A streamed `/infill` event with a new piece of the `index`-th fill (its block ended)."""
+    return {"index": index, "content": text, "stop": False, "id_slot": 0, "tokens_evaluated": 0}
+
+
+def openai_piece(
+    c: CompatAsk, ident: dict[str, Any], model: str, index: int, text: str
+) -> dict[str, Any]:
+    """A streamed `/v1/completions` chunk with a new piece of the `index`-th choice."""
+    chunk = _head(c, ident, model)
+    if c.include_usage:
+        chunk["usage"] = None
+    choice = {"text": text, "index": index, "logprobs": None, "finish_reason": None}
+    return {**chunk, "choices": [choice]}
+
+
+def llama_events(
+    c: CompatAsk, replies: list[dict[str, Any]], sent: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """A streamed `/infill` from its whole replies (`llama_reply`): what each fill has left after
+    the pieces `sent` already (all of it when none was), then each one's final event, as
+    llama.cpp's last: the reply (timings, `tokens_predicted`, `stop_type`, ..., narrowed as a
+    plain reply) with no content and `stop`."""
     events = []
     for i, reply in enumerate(replies):
+        before = sent[i] if sent is not None and i < len(sent) else ""
+        content = rest(reply["content"], before)
+        if before and not content:
+            continue
         tokens = reply["tokens_predicted"]
-        events.append({"index": i, "content": reply["content"], "stop": False, "id_slot": 0,
+        events.append({"index": i, "content": content, "stop": False, "id_slot": 0,
                        "tokens_predicted": tokens, "tokens_evaluated": 0})  # fmt: skip
     for i, reply in enumerate(replies):
         events.append({**narrow(c, reply), "index": i, "content": "", "stop": True})
     return events
 
 
-def openai_events(c: CompatAsk, reply: dict[str, Any]) -> list[dict[str, Any]]:
-    """A streamed `/v1/completions`: a chunk with each choice's text, then one with each one's
-    `finish_reason`, then, under `stream_options.include_usage`, a chunk of no choices with the
-    usage (every other chunk then has `usage: null`, as OpenAI's)."""
+def openai_events(
+    c: CompatAsk, reply: dict[str, Any], sent: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """A streamed `/v1/completions`: a chunk with what each choice's text has left after the
+    pieces `sent` already (all of it when none was), then one with each one's `finish_reason`,
+    then, under `stream_options.include_usage`, a chunk of no choices with the usage (every
+    other chunk then has `usage: null`, as OpenAI's)."""
     head = {k: reply[k] for k in ("id", "object", "created", "model")}
     if c.include_usage:
         head["usage"] = None
     chunks = []
-    for choice in reply["choices"]:
-        chunks.append({**head, "choices": [{**choice, "finish_reason": None}]})
+    for i, choice in enumerate(reply["choices"]):
+        before = sent[i] if sent is not None and i < len(sent) else ""
+        text = rest(choice["text"], before)
+        if not before or text:
+            chunks.append({**head, "choices": [{**choice, "text": text, "finish_reason": None}]})
     for choice in reply["choices"]:
         chunks.append({**head, "choices": [{**choice, "text": ""}]})
     if c.include_usage:

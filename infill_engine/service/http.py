@@ -18,8 +18,8 @@ a string that is not Unicode is a 400 naming its field); headers have their dead
 server's protocol (headers.py), and a request holds one of the front's slots (slots.py) from
 its headers to its answer. A client that goes away before its answer has its rows cancelled in
 the engine (the batch drops them at the next step). Streaming (`stream: true`) sends server-sent
-events: the fill arrives as one event when its rows are done (a diffusion fill is committed
-across the span, not left to right), then the final events. Every answer is counted in
+events (stream.py): each fill's text in pieces as its blocks finish, the rest when it is done,
+then the final events; the pieces join to the plain call's text. Every answer is counted in
 /metrics by route and code, 401s and 503s included; no such route (404) and a wrong method
 (405) are JSON errors like the rest.
 """
@@ -27,13 +27,13 @@ across the span, not left to right), then the final events. Every answer is coun
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import msgpack
 from starlette.applications import Starlette
@@ -43,15 +43,17 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from ..params import InfillResult
-from ..scheduler import Ticket
 from .compat import (
     CompatAsk,
     clip,
     finish_reason,
     llama_events,
+    llama_piece,
     llama_reply,
     narrow,
     openai_events,
+    openai_ident,
+    openai_piece,
     openai_reply,
     parse_llama,
 )
@@ -61,33 +63,20 @@ from .front import Service
 from .native import NativeAsk, Prepared, native_result, parse_native, run_native, with_drafts
 from .refine import parse_refine, run_refine
 from .slots import Slot, Slots
+from .stream import Done, Shape, Stream, event
 from .text import unicode_fault
 from .wire import BadRequest
-from .work import HTTP_STATUS, Pending, Refusal
+from .work import HTTP_STATUS, Pending, Refusal, Watch
 
 MSGPACK = "application/msgpack"
 ERROR_TYPES = {status: code for code, status in HTTP_STATUS.items() if code != "unknown_method"}
 
-Done = list[tuple[InfillResult, Ticket]]
 T = TypeVar("T")
 
 
 def error_response(refusal: Refusal) -> JSONResponse:
     headers = {"Retry-After": "1"} if refusal.status == 503 else None
     return JSONResponse(refusal.body(), status_code=refusal.status, headers=headers)
-
-
-@dataclass(frozen=True)
-class Shape(Generic[T]):
-    """How a compatible route writes its answer: `build` makes it from the fills (no prepared
-    ask and no fills for a call with nothing to write), `plain` is the body of a plain reply,
-    `events` the server-sent events of a streamed one (`done`: end them with `data: [DONE]`,
-    as OpenAI's do)."""
-
-    build: Callable[[CompatAsk, Prepared | None, Done], T]
-    plain: Callable[[CompatAsk, T], Any]
-    events: Callable[[CompatAsk, T], list[dict[str, Any]]]
-    done: bool
 
 
 class HttpFront:
@@ -159,11 +148,12 @@ class HttpFront:
             bodies = [narrow(c, r) for r in replies]
             return bodies if c.ask.candidates > 1 else bodies[0]
 
-        shape = Shape(build, plain, llama_events, done=False)
+        shape = Shape(build, plain, llama_events, False, llama_piece, lambda c: c.n_indent)
         return await self._compat(request, "infill", parse_llama, shape)
 
     async def completions(self, request: Request) -> Response:
         """OpenAI's `/v1/completions`, `suffix` making it a fill in the middle."""
+        model, ident = self.service.model, openai_ident()  # one id for a stream's chunks
 
         def build(c: CompatAsk, prepared: Prepared | None, done: Done) -> dict[str, Any]:
             choices = [("", "length")] * c.ask.candidates if c.warm_only else []
@@ -173,9 +163,12 @@ class HttpFront:
             ctx = prepared.context if prepared is not None else None
             seen = len(ctx.prefix_ids) + len(ctx.suffix_ids) if ctx is not None else 0
             tokens = sum(r.tokens for r, _ in done)
-            return openai_reply(c, choices, seen, tokens, self.service.model)
+            return openai_reply(c, choices, seen, tokens, model, ident)
 
-        shape = Shape(build, lambda c, body: body, openai_events, done=True)
+        def piece(c: CompatAsk, index: int, text: str) -> dict[str, Any]:
+            return openai_piece(c, ident, model, index, text)
+
+        shape = Shape(build, lambda c, body: body, openai_events, True, piece, lambda c: 0)
         return await self._compat(request, "completions", parse_openai_body, shape)
 
     async def native(self, request: Request) -> Response:
@@ -230,25 +223,21 @@ class HttpFront:
         done cancels its rows, as in a plain call."""
         slot = self.slots.hold(_peer(request))  # admitted already: its own place till the end
         started = time.monotonic()
-        code, done = "ok", Done()
+        code = "ok"
+        stream = Stream(c, shape, lambda watch: self._rows(request, c.ask, watch))
         try:
-            yield ": decoding\n\n"  # an SSE comment: the headers go out now, not with the fill
-            prepared: Prepared | None = None
-            if not c.warm_only:
-                prepared, done = await self._rows(request, c.ask)
-            for event in shape.events(c, shape.build(c, prepared, done)):
-                yield _event(event)
-            if shape.done:
-                yield "data: [DONE]\n\n"
+            async with contextlib.aclosing(stream.events()) as events:
+                async for chunk in events:
+                    yield chunk
         except Refusal as e:
             code = e.code
-            yield _event(e.body())
+            yield event(e.body())
         except asyncio.CancelledError:  # the rows were cancelled with it (_rows)
             code = "cancelled"
             raise
         finally:
             slot.release()
-            results = [r for r, _ in done]
+            results = [r for r, _ in stream.done]
             self.service.metrics.observe("http", route, code, time.monotonic() - started, results)
 
     async def _guarded(
@@ -351,11 +340,14 @@ class HttpFront:
             raise Refusal("bad_request", fault)
         return body
 
-    async def _rows(self, request: Request, ask: NativeAsk) -> tuple[Prepared, Done]:
-        """Run an ask's rows; a client that goes away before they are done cancels them."""
+    async def _rows(
+        self, request: Request, ask: NativeAsk, watch: Watch | None = None
+    ) -> tuple[Prepared, Done]:
+        """Run an ask's rows; a client that goes away before they are done cancels them.
+        `watch` hears each fill's leading text as its blocks finish (a stream's)."""
         service = self.service
         pending = Pending(threading.Event())
-        work = run_native(service.scheduler, service.encoder, pending, ask)
+        work = run_native(service.scheduler, service.encoder, pending, ask, watch)
         prepared, done = await self._until_done(request, work, pending)
         request.state.results = [r for r, _ in done]
         return prepared, done
@@ -416,7 +408,3 @@ async def _disconnected(request: Request) -> None:
         message = await request.receive()
         if message["type"] == "http.disconnect":
             return
-
-
-def _event(data: dict[str, Any]) -> str:
-    return "data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n\n"

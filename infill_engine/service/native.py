@@ -58,7 +58,7 @@ from ..params import InfillParams, InfillResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS, InfillRequest, candidate_spans
 from ..scheduler import Priority, Scheduler, Ticket
 from .wire import BadRequest, check_int, parse_deadline, parse_params, result_dict
-from .work import Pending, run_rows
+from .work import Pending, Watch, run_rows
 
 MAX_DOCUMENT_CHARS = 2_000_000
 MAX_CANDIDATES = 4
@@ -261,10 +261,15 @@ def prepare(
 
 
 async def run_native(
-    scheduler: Scheduler, encoder: ThreadPoolExecutor, pending: Pending, ask: NativeAsk
+    scheduler: Scheduler,
+    encoder: ThreadPoolExecutor,
+    pending: Pending,
+    ask: NativeAsk,
+    watch: Watch | None = None,
 ) -> tuple[Prepared, list[tuple[InfillResult, Ticket]]]:
     """An ask, prepared on the encoder thread and its rows run (work.run_rows): what both
-    fronts do with a native call. Raises `Refusal`."""
+    fronts do with a native call. Raises `Refusal`. `watch` hears the fills' leading text,
+    but the first one's when drafts were found (one may take its place: `with_drafts`)."""
     engine = scheduler.engine
     prepared: list[Prepared] = []
 
@@ -272,7 +277,14 @@ async def run_native(
         prepared.append(prepare(engine, ask, cancel))
         return prepared[0].requests
 
-    done = await run_rows(scheduler, encoder, pending, build, ask.priority, ask.deadline_ms)
+    def drafted(i: int, text: str) -> None:
+        if watch is not None and (i > 0 or not prepared[0].drafts):
+            watch(i, text)
+
+    streams = None if watch is None else drafted
+    done = await run_rows(
+        scheduler, encoder, pending, build, ask.priority, ask.deadline_ms, streams
+    )
     return prepared[0], done
 
 

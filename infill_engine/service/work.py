@@ -20,6 +20,7 @@ one of the service's error codes, which each front writes in its own format.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -83,6 +84,8 @@ class Pending:
 
 
 Build = Callable[[threading.Event], Sequence[InfillRequest]]
+# a streaming caller's: (the row's index, its fill's leading text so far), on the worker thread
+Watch = Callable[[int, str], None]
 
 
 def deadline_s(deadline_ms: float | None, received: float) -> float | None:
@@ -98,19 +101,24 @@ async def run_rows(
     build: Build,
     priority: Priority,
     deadline_ms: float | None = None,
+    watch: Watch | None = None,
 ) -> list[tuple[InfillResult, Ticket]]:
     """Build a request's rows on the encoder thread, queue them, and wait for all of them. Raises
     `Refusal`; a cancelled result is the `cancelled` refusal. If the awaiting task is cancelled
-    (its client went away), the rows are cancelled too."""
+    (its client went away), the rows are cancelled too. `watch` hears each row's leading text
+    as its blocks finish (Scheduler.submit_request's `progress`)."""
 
     def submit() -> list[Ticket]:
         requests = build(pending.cancel)
         tickets: list[Ticket] = []
         left = deadline_s(deadline_ms, pending.received)
         try:
-            for request in requests:
+            for i, request in enumerate(requests):
+                progress = None if watch is None else functools.partial(watch, i)
                 tickets.append(
-                    scheduler.submit_request(request, priority=priority, deadline_s=left)
+                    scheduler.submit_request(
+                        request, priority=priority, deadline_s=left, progress=progress
+                    )
                 )
         except BaseException:
             for ticket in tickets:
