@@ -273,6 +273,21 @@ def _serve_ray(a: argparse.Namespace, address: Address, token: str | None) -> in
             gpus=a.gpus_per_replica, token=token, wedged_s=a.wedged_s,
         )  # fmt: skip
         scaling = Scaling(replicas=a.replicas, min_replicas=low, max_replicas=high)
+        # A local cluster runs the replicas on this host, whose memory the check measures (per
+        # replica); a cluster joined with --ray-address runs them on its own nodes.
+        if a.ray_address is None:
+            from .cli_models import startup_check
+
+            try:  # before Ray starts and any replica loads (fit.py)
+                fits = startup_check(
+                    a.model, a.device, a.dtype, a.quantize, a.max_batch, a.qwen2_diffusion
+                )
+            except ValueError as e:  # it does not fit, or the model cannot be named
+                raise ServeError(str(e)) from None
+            print(f"dllm-infill serve: {fits} per replica", file=sys.stderr, flush=True)
+        else:
+            print("dllm-infill serve: no memory check here, the replicas run on the cluster's "
+                  "nodes (`dllm-infill check` on one of them)", file=sys.stderr)  # fmt: skip
         try:
             from .deploy.run import serve_ray
         except ImportError as e:
