@@ -77,10 +77,18 @@ class Server(StdioPeer):
         return self.wait_loaded()
 
     def complete(self, uri: str, line: int, character: int) -> list[str]:
+        return [item["insertText"] for item in self.items(uri, line, character)]
+
+    def model_fills(self, uri: str, line: int, character: int) -> list[str]:
+        """The items that are the model's fills (not a draft from the document or workspace)."""
+        items = self.items(uri, line, character)
+        return [i["insertText"] for i in items if i["command"]["arguments"][0]["source"] == "model"]
+
+    def items(self, uri: str, line: int, character: int) -> list[dict[str, Any]]:
         position = {"line": line, "character": character}
         params = {"textDocument": {"uri": uri}, "position": position, "context": {"triggerKind": 1}}
         reply = self.request("textDocument/inlineCompletion", params)
-        return [item["insertText"] for item in reply["result"]["items"]]
+        return list(reply["result"]["items"])
 
     def audit(self) -> tuple[list[str], set[str]]:
         """(paths opened or listed, top-level packages imported)."""
@@ -145,7 +153,8 @@ def test_a_thin_server_completes_through_the_service_and_reads_no_model_file(
         assert len(big.encode()) > 1 << 20 and len(big) < 2_000_000  # context.maxDocumentChars
         server.open("file:///work/big.py", big, version=1)
         calls = server.status()["model_calls"]
-        server.complete("file:///work/big.py", filler.count("\n") + 2, 4)
+        fills = server.model_fills("file:///work/big.py", filler.count("\n") + 2, 4)
+        assert fills and all(t.strip() for t in fills), server.errors  # the model's, not a draft
         s = server.status()
         assert s["model_calls"] == calls + 1, server.errors  # not refused as too large
         assert s["torch_loaded"] is False and s["state"] == "ready"
