@@ -2,8 +2,10 @@
 // Drives the dLLM Infill extension in code-server (VS Code 1.100 in a browser) with headless
 // chromium through puppeteer-core; test_vscode.py starts code-server and runs this as
 //   NODE_PATH=build/vscode-e2e/node_modules node tests/editors/drive_vscode.js
-// Environment: DLLM_URL (code-server's address with ?folder=), DLLM_FILE (the workspace's
-// sample.py, read back from disk after each edit), DLLM_SETTINGS (the user settings.json),
+// Environment: DLLM_SCENARIO (full, the default: every step on sample.py with the builtin
+// model; fim: the ghost text at line 2 of add.py from a FIM API, and its accept),
+// DLLM_URL (code-server's address with ?folder=), DLLM_FILE (the workspace's
+// file, read back from disk after each edit), DLLM_SETTINGS (the user settings.json),
 // DLLM_RESULT (JSON lines are appended there), DLLM_SCREENS (a folder for screenshots),
 // DLLM_PROFILE (chromium's throwaway profile), DLLM_T0 (the wall time code-server was launched
 // at, in seconds), DLLM_CHROMIUM (default /usr/bin/chromium). Each step writes one
@@ -28,6 +30,8 @@ const SCREENS = env('DLLM_SCREENS');
 const PROFILE = env('DLLM_PROFILE');
 const T0 = Number(env('DLLM_T0'));
 const CHROMIUM = process.env.DLLM_CHROMIUM || '/usr/bin/chromium';
+const SCENARIO = process.env.DLLM_SCENARIO || 'full';
+const NAME = path.basename(FILE);
 const STATUS_ITEM = 'dllm-infill.dllm-infill'; // the DOM id VS Code gives the extension's item
 
 const sinceLaunch = () => Date.now() / 1000 - T0;
@@ -176,25 +180,29 @@ async function saveUntilChanged(page, before, timeoutMs) {
   );
 }
 
-async function run(page) {
+/** The workbench, FILE opened with Quick Open, the extension's item ready (the steps
+ * workbench, open, status_item and ready); false when the item did not turn ready. */
+async function openReady(page) {
   await page.goto(URL, { waitUntil: 'domcontentloaded', timeout: 60000 });
   await page.waitForSelector('.monaco-workbench .part.statusbar', { timeout: 90000 });
   await page.waitForFunction(
     () =>
+    (name) =>
       [...document.querySelectorAll('.explorer-folders-view .monaco-list-row')].some((row) =>
-        row.textContent.includes('sample.py')
+        row.textContent.includes(name)
       ),
-    { timeout: 60000 }
+    { timeout: 60000 },
+    NAME
   );
   emit({ step: 'workbench', ok: true });
 
-  // Quick Open (Ctrl+P) sample.py; opening a python file activates the extension.
+  // Quick Open (Ctrl+P) the file; opening a python file activates the extension.
   await chord(page, ['Control'], 'p');
   await quickInputOpen(page);
-  await page.keyboard.type('sample.py');
-  await until(15000, async () => (await quickInputRows(page)).some((l) => l.includes('sample.py')));
+  await page.keyboard.type(NAME);
+  await until(15000, async () => (await quickInputRows(page)).some((l) => l.includes(NAME)));
   await page.keyboard.press('Enter');
-  await page.waitForSelector('.tabs-container .tab.active[aria-label*="sample.py"]', {
+  await page.waitForSelector(`.tabs-container .tab.active[aria-label*="${NAME}"]`, {
     timeout: 30000,
   });
   await page.waitForFunction(
@@ -207,14 +215,59 @@ async function run(page) {
   const first = await until(60000, () => statusItem(page));
   emit({ step: 'status_item', ok: first !== undefined, item: first });
   if (!first) {
-    return;
+    return false;
   }
   const ready = await until(240000, async () => {
     const item = await statusItem(page);
     return item && (item.icon === 'codicon-check' || item.icon === 'codicon-error') && item;
   });
   emit({ step: 'ready', ok: ready !== undefined && ready.icon === 'codicon-check', item: ready });
-  if (!ready || ready.icon !== 'codicon-check') {
+  return ready !== undefined && ready.icon === 'codicon-check';
+}
+
+/** A FIM API's answer at line 2 of add.py (`    return`, the space typed): the ghost text is
+ * what our finish made of it; Tab inserts it. */
+async function runFim(page) {
+  if (!(await openReady(page))) {
+    return;
+  }
+  const before = readFile();
+  await goTo(page, '2');
+  await page.keyboard.press('End');
+  const typed = Date.now();
+  await page.keyboard.type(' ');
+  const ghost = await until(
+    60000,
+    async () => {
+      const text = await ghostText(page);
+      return text.trim() !== '' && text;
+    },
+    100
+  );
+  emit({
+    step: 'ghost',
+    ok: ghost !== undefined,
+    text: ghost,
+    after_typing_s: (Date.now() - typed) / 1000,
+    screenshot: await screenshot(page, ghost ? 'vscode-fim-ghost.png' : 'vscode-fim-no-ghost.png'),
+  });
+  if (!ghost) {
+    return;
+  }
+  await page.keyboard.press('Tab');
+  const accepted = await saveUntilChanged(page, before, 15000);
+  emit({
+    step: 'accept',
+    ok: accepted !== undefined,
+    line2: accepted && accepted.split('\n')[1],
+    text: accepted,
+    ghost_gone: (await ghostText(page)).trim() === '',
+  });
+}
+
+/** Every step on sample.py with the builtin model. */
+async function runFull(page) {
+  if (!(await openReady(page))) {
     return;
   }
 
@@ -546,6 +599,10 @@ async function main() {
     process.exit(2);
   }, 420000);
   try {
+    const run = { full: runFull, fim: runFim }[SCENARIO];
+    if (!run) {
+      throw new Error(`DLLM_SCENARIO is full or fim, not ${SCENARIO}`);
+    }
     await run(page);
   } catch (error) {
     let shot;

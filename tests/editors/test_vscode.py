@@ -1,51 +1,18 @@
 """The VS Code extension (vscode-client) in code-server (VS Code 1.100 in a browser), driven by
-headless chromium, against the real server with the builtin model.
-
-setup_vscode.sh installs code-server and puppeteer-core into build/ and packages the .vsix (the
-Makefile's editor-test target runs it first). This file installs the .vsix into a throwaway
-extensions folder, starts code-server on 127.0.0.1 with a free port, and runs drive_vscode.js,
-which does the editing and writes one JSON line per step; the steps are checked here. Off unless
-DLLM_EDITOR_TESTS=1 (`make editor-test`); DLLM_VSCODE_TESTS=0 skips this file alone.
+headless chromium, against the real server with the builtin model: drive_vscode.js's full
+scenario (code_server.py starts code-server and runs it), whose steps are checked here. Off
+unless DLLM_EDITOR_TESTS=1 (`make editor-test`); DLLM_VSCODE_TESTS=0 skips this file alone.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
+from code_server import HERE, SCREENS, SERVER, SKIPS, drive, versions
 
-pytestmark = [
-    pytest.mark.skipif(
-        os.environ.get("DLLM_EDITOR_TESTS") != "1",
-        reason="editor tests run with DLLM_EDITOR_TESTS=1 (make editor-test)",
-    ),
-    pytest.mark.skipif(
-        os.environ.get("DLLM_VSCODE_TESTS") == "0",
-        reason="DLLM_VSCODE_TESTS=0: the VS Code test is switched off",
-    ),
-]
+pytestmark = SKIPS
 
-ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
-SERVER = Path(sys.executable).parent / "dllm-infill-ls"
-BUILD = Path(os.environ.get("DLLM_VSCODE_BUILD", ROOT / "build"))
-CODE_SERVER = BUILD / "code-server" / "node_modules" / ".bin" / "code-server"
-NODE_MODULES = BUILD / "vscode-e2e" / "node_modules"
-SCREENS = BUILD / "editor-screens"
-CHROMIUM = os.environ.get("DLLM_CHROMIUM", "/usr/bin/chromium")
-CLIENT = ROOT / "vscode-client"
 STEPS = [
     "browser",
     "workbench",
@@ -66,237 +33,21 @@ STEPS = [
 ]
 
 
-def vsix() -> Path:
-    version = json.loads((CLIENT / "package.json").read_text())["version"]
-    return CLIENT / f"dllm-infill-{version}.vsix"
-
-
-def versions() -> str:
-    """code-server's version and that of the VS Code inside it."""
-    package = CODE_SERVER.parents[1] / "code-server"
-    own = json.loads((package / "package.json").read_text())["version"]
-    code = json.loads((package / "lib" / "vscode" / "package.json").read_text())["version"]
-    return f"{own} (VS Code {code})"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below pid (from /proc), deepest last."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def kill_tree(pid: int) -> None:
-    """Stops pid and everything it started (extension host, language server, chromium's
-    helpers): SIGTERM, then SIGKILL for what is left after 5 s."""
-    pids = [pid, *descendants(pid)]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for p in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, sig)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
-            time.sleep(0.1)
-        pids = [p for p in pids if Path(f"/proc/{p}").exists()]
-        if not pids:
-            return
-
-
-def wait_for_http(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"code-server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except urllib.error.HTTPError:
-            return  # it answers
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"code-server did not answer on {url} in {timeout} s")
-
-
-def tail(path: Path, n: int = 3000) -> str:
-    return path.read_text(errors="replace")[-n:] if path.exists() else f"({path} missing)"
-
-
-def logs(user_data: Path) -> str:
-    """The extension's output channel and the extension host's log, for failure messages."""
-    parts = []
-    for pattern in ("**/dLLM Infill.log", "**/remoteexthost.log"):
-        for path in sorted(user_data.glob(f"logs/{pattern}")):
-            parts.append(f"--- {path.relative_to(user_data)}\n{tail(path)}")
-    return "\n".join(parts)
-
-
 def test_extension_in_code_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    package = vsix()
-    needed = [CODE_SERVER, NODE_MODULES / "puppeteer-core", package, Path(CHROMIUM)]
-    missing = [str(p) for p in needed if not p.exists()]
-    if missing:
-        # asked for (DLLM_EDITOR_TESTS=1), so a missing set-up fails; DLLM_VSCODE_TESTS=0 skips
-        pytest.fail(f"run tests/editors/setup_vscode.sh (make editor-test does); missing {missing}")
-    assert SERVER.exists(), f"{SERVER} is missing: run make setup"
-
-    user_data, extensions, workspace = tmp_path / "user", tmp_path / "ext", tmp_path / "ws"
-    for d in (user_data / "User", extensions, workspace, tmp_path / "xdg"):
-        d.mkdir(parents=True)
-    sample = workspace / "sample.py"
-    shutil.copyfile(HERE / "data" / "sample.py", sample)
-    settings = user_data / "User" / "settings.json"
-    settings.write_text(
-        json.dumps(
-            {
-                "dllm.serverPath": str(SERVER),
-                "dllm.device": "cpu",
-                # the builtin model's fills on automatic triggers too, as the steps expect
-                "dllm.drafts.trustModel": True,
-                # No word-based suggest widget: Tab goes to the inline suggestion.
-                "editor.quickSuggestions": {"other": "off", "comments": "off", "strings": "off"},
-                "editor.suggestOnTriggerCharacters": False,
-                # Ghost text in its own gray, so that the screenshot tells it from the text.
-                "editor.inlineSuggest.syntaxHighlightingEnabled": False,
-                "security.workspace.trust.enabled": False,
-                "workbench.startupEditor": "none",
-                "workbench.tips.enabled": False,
-                "telemetry.telemetryLevel": "off",
-                "extensions.autoCheckUpdates": False,
-                "extensions.autoUpdate": False,
-                "update.mode": "none",
-                "git.enabled": False,
-            },
-            indent=2,
-        )
-    )
-    config = tmp_path / "code-server.yaml"
-    config.write_text("bind-addr: 127.0.0.1:0\nauth: none\ncert: false\n")
-    cs_args = [
-        str(CODE_SERVER),
-        "--config",
-        str(config),
-        "--user-data-dir",
-        str(user_data),
-        "--extensions-dir",
-        str(extensions),
-    ]
-    env = {
-        **os.environ,
-        "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
-        "XDG_DATA_HOME": str(tmp_path / "xdg"),
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    settings = {
+        "dllm.serverPath": str(SERVER),
+        "dllm.device": "cpu",
+        # the builtin model's fills on automatic triggers too, as the steps expect
+        "dllm.drafts.trustModel": True,
     }
-    started = time.monotonic()
-    proc = subprocess.run(
-        [*cs_args, "--install-extension", str(package)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    install_s = time.monotonic() - started
-    assert proc.returncode == 0 and "successfully installed" in proc.stdout, (
-        proc.stdout + proc.stderr
-    )
-
-    port = free_port()
-    result, screens = tmp_path / "result.jsonl", SCREENS
-    screens.mkdir(parents=True, exist_ok=True)
-    for old in screens.glob("vscode-*.png"):
-        old.unlink()
-    server_log = tmp_path / "code-server.log"
-    t0 = time.time()
-    with server_log.open("wb") as out:
-        code_server = subprocess.Popen(
-            [
-                *cs_args,
-                "--bind-addr",
-                f"127.0.0.1:{port}",
-                "--auth",
-                "none",
-                "--disable-telemetry",
-                "--disable-update-check",
-                "--disable-workspace-trust",
-                "--disable-getting-started-override",
-                # the show and partial-accept reports (reports.js) use an API proposal
-                "--enable-proposed-api",
-                "dllm-infill.dllm-infill",
-                "--ignore-last-opened",
-                str(workspace),
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    driver: subprocess.Popen[str] | None = None
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/healthz", code_server, 60)
-        driver_env = {
-            **env,
-            "NODE_PATH": str(NODE_MODULES),
-            "DLLM_URL": f"http://127.0.0.1:{port}/?folder={workspace}",
-            "DLLM_FILE": str(sample),
-            "DLLM_SETTINGS": str(settings),
-            "DLLM_RESULT": str(result),
-            "DLLM_SCREENS": str(screens),
-            "DLLM_PROFILE": str(tmp_path / "chromium"),
-            "DLLM_T0": repr(t0),
-            "DLLM_CHROMIUM": CHROMIUM,
-        }
-        driver = subprocess.Popen(
-            ["node", str(HERE / "drive_vscode.js")],
-            env=driver_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            output, _ = driver.communicate(timeout=480)
-        except subprocess.TimeoutExpired:
-            kill_tree(driver.pid)
-            output, _ = driver.communicate()
-    finally:
-        if driver is not None:
-            kill_tree(driver.pid)  # chromium, should the driver have left it running
-        kill_tree(code_server.pid)
-
-    lines = result.read_text().splitlines() if result.exists() else []
-    steps: list[dict[str, Any]] = [json.loads(line) for line in lines]
-    by_step = {s["step"]: s for s in steps}
-    report = f"{steps}\n{(output or '')[-2000:]}\n{tail(server_log)}\n{logs(user_data)}"
-    failed = [s for s in steps if not s.get("ok")]
-    assert not failed, f"{failed}\n{report}"
-    missing_steps = [name for name in STEPS if name not in by_step]
-    assert not missing_steps, f"steps not reached: {missing_steps}\n{report}"
-
-    shots = sorted(str(p) for p in screens.glob("vscode-*.png"))
+    run = drive(tmp_path, HERE / "data" / "sample.py", settings, "full")
+    run.check(STEPS)
+    by_step = run.by_step
+    shots = sorted(str(p) for p in SCREENS.glob("vscode-*.png"))
     with capsys.disabled():
         print(
             f"\ncode-server {versions()}, {by_step['browser']['version']}: "
-            f".vsix installed in {install_s:.1f} s; after "
+            f".vsix installed in {run.install_s:.1f} s; after "
             f"launching code-server: workbench {by_step['workbench']['t']:.1f} s, model ready "
             f"{by_step['ready']['t']:.1f} s, first ghost text {by_step['ghost']['t']:.1f} s "
             f"({by_step['ghost']['after_typing_s']:.1f} s after typing), function filled "
