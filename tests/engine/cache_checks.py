@@ -35,6 +35,7 @@ def block_start_errors(
     against a full pass over the same canvas, and the fill's result."""
     errors: list[float] = []
     shift = engine.model.args.logits_shift
+    handle: Any = None
 
     def hook(_m: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: torch.Tensor) -> None:
         if type(kwargs.get("store")).__name__ != "_Refresh":
@@ -50,7 +51,7 @@ def block_start_errors(
         nonlocal handle
         handle = engine.model.register_forward_hook(hook, with_kwargs=True)
 
-    handle = engine.model.register_forward_hook(hook, with_kwargs=True)
+    attach()
     try:
         result = engine.infill(prefix, suffix, params)
     finally:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import torch
@@ -177,7 +177,9 @@ def test_llada2_matches_glm4_moe(tmp_path: Path, shards: int) -> None:
 
 
 @pytest.mark.parametrize("cache", ["dual", "prefix"])
-def test_the_cached_passes_equal_full_passes(tmp_path: Path, cache: str) -> None:
+def test_the_cached_passes_equal_full_passes(
+    tmp_path: Path, cache: Literal["dual", "prefix"]
+) -> None:
     """The grouped, routed model decodes through the engine's cached path: every block's first pass
     (which writes the K/V cache) and an in-block pass against that cache give the logits of a
     full pass with no cache (a layer that computes otherwise when handed a store fails here)."""
