@@ -284,7 +284,7 @@ def _serve_ray(a: argparse.Namespace, address: Address, token: str | None) -> in
                 )
             except ValueError as e:  # it does not fit, or the model cannot be named
                 raise ServeError(str(e)) from None
-            print(f"dllm-infill serve: {fits} per replica", file=sys.stderr, flush=True)
+            print(f"dllm-infill serve: each replica: {fits}", file=sys.stderr, flush=True)
         else:
             print("dllm-infill serve: no memory check here, the replicas run on the cluster's "
                   "nodes (`dllm-infill check` on one of them)", file=sys.stderr)  # fmt: skip
