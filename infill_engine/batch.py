@@ -97,20 +97,19 @@ class LiveBatch:
     def _report(self) -> None:
         """Tell each watched live row's listener its leading text, when a block of it finished
         in this step and the text grew (only growing: a listener adds what is new)."""
-        assert self._to_head is not None
+        to_head = self._to_head
         for row in self._batch.rows:
             watch = self._watched.get(id(row))
-            if watch is None or row.block_start == watch.block:
+            if watch is None or to_head is None or row.block_start == watch.block:
                 continue
             watch.block = row.block_start
-            text = self._to_head(row, watch.request)
-            if len(text) <= len(watch.text) or not text.startswith(watch.text):
-                continue
-            watch.text = text
             try:
-                watch.listener(text)
-            except Exception as e:  # the listener's fault: the row decodes on
-                log.warning("a progress listener failed", exc_info=e)
+                text = to_head(row, watch.request)
+                if len(text) > len(watch.text) and text.startswith(watch.text):
+                    watch.text = text
+                    watch.listener(text)
+            except Exception as e:  # progress is a courtesy: the row decodes on regardless
+                log.warning("a progress report failed", exc_info=e)
 
     def fail(self) -> list[Any]:
         """Drop every request (the model raised): their keys; the cache is freed."""
