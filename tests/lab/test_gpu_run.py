@@ -39,10 +39,12 @@ from infill_engine.params import InfillParams
 
 MIB16 = 16 * 2**20
 TOY = [
-    "--device", "cpu", "--minutes", "0.4", "--max-files", "300", "--workers", "2",
+    "--device", "cpu", "--minutes", "0.5", "--max-files", "300", "--workers", "2",
     "--hidden", "64", "--layers", "2", "--heads", "2", "--kv-heads", "1", "--mlp", "128",
-    "--seq-len", "128", "--checkpoint-minutes", "0.05", "--log-every", "5",
+    "--seq-len", "128", "--checkpoint-minutes", "0.05", "--log-every", "1",
 ]  # fmt: skip
+# Timed stages: on a loaded machine a stage may get a few steps only (each gets one at least),
+# so every step is logged; the fixed-step test below judges the training.
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +53,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cmd = [sys.executable, "-m", "infill_engine.lab.gpu_run", "--out", str(out), *TOY]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "[ar] step 5  loss" in done.stdout and "[diffusion] step 5  loss" in done.stdout
+    assert "[ar] step 1  loss" in done.stdout and "[diffusion] step 1  loss" in done.stdout
     return out
 
 
