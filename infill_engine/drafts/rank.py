@@ -1,9 +1,11 @@
 """Which completions to show, in which order: the model's fills and the drafts together.
 
 Drafts carry their finder's score (lines.Weights), calibrated so that the `gate` separates the
-holes where a draft is usually right from those where it is usually wrong. A model fill that
-says the same as a draft is the strongest evidence there is (two independent readers agree),
-so that draft goes first whatever its score. Then:
+holes where a draft is usually right from those where it is usually wrong. A trusted model's
+fill that says the same as a draft is the strongest evidence there is (two independent readers
+agree), so that draft goes first whatever its score; an untrusted model's agreement counts for
+nothing (the builtin model agreed with wrong drafts as often as with right ones, docs/drafts.md).
+Then:
 
 - an automatic trigger (as the user types) shows drafts over the gate, and the model's fills
   only when `trust_model` (a model good enough to be shown unasked; the builtin model is not:
@@ -44,7 +46,7 @@ def choose(
 ) -> list[Choice]:
     """The completions to show, best first, each text once. `fills` are the model's (already
     finished: empty ones dropped), `found` the drafts, best first."""
-    said = {f.strip() for f in fills if f.strip()}
+    said = {f.strip() for f in fills if f.strip()} if trust_model else set()
     scored = sorted(
         ((d.score + AGREE_BONUS * (d.text.strip() in said), d) for d in found),
         key=lambda sd: -sd[0],

@@ -132,12 +132,13 @@ class HttpFront:
     async def infill(self, request: Request) -> Response:
         """llama.cpp's `/infill`: one reply, or a list of them for `n_cmpl` over 1."""
         model, n_ctx = self.service.model, self.service.max_positions
+        trust = model != "builtin"  # whether a fill agreeing with a draft counts (drafts.rank)
 
         def build(c: CompatAsk, prepared: Prepared | None, done: Done) -> list[dict[str, Any]]:
             if not done:  # nothing was written (a warm-up)
                 return [llama_reply(c, None, "", None, model, n_ctx, i)
                         for i in range(c.ask.candidates)]  # fmt: skip
-            done = with_drafts(prepared, done)
+            done = with_drafts(prepared, done, trust)
             replies = []
             for i, (r, _) in enumerate(done):
                 text, hit = clip(r.text, c.stop, c.n_indent)
@@ -154,10 +155,11 @@ class HttpFront:
     async def completions(self, request: Request) -> Response:
         """OpenAI's `/v1/completions`, `suffix` making it a fill in the middle."""
         model, ident = self.service.model, openai_ident()  # one id for a stream's chunks
+        trust = model != "builtin"
 
         def build(c: CompatAsk, prepared: Prepared | None, done: Done) -> dict[str, Any]:
             choices = [("", "length")] * c.ask.candidates if c.warm_only else []
-            for r, _ in with_drafts(prepared, done):
+            for r, _ in with_drafts(prepared, done, trust):
                 text, hit = clip(r.text, c.stop, 0)
                 choices.append((text, finish_reason(r, hit)))
             ctx = prepared.context if prepared is not None else None

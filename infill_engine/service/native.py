@@ -289,15 +289,15 @@ async def run_native(
 
 
 def with_drafts(
-    prepared: Prepared | None, done: list[tuple[InfillResult, Ticket]]
+    prepared: Prepared | None, done: list[tuple[InfillResult, Ticket]], trust_model: bool = True
 ) -> list[tuple[InfillResult, Ticket]]:
     """The rows' results as the routes of other tools answer them: the first one's text is the
-    draft the ranking puts first when there is one (over the gate, or one the model's fill
+    draft the ranking puts first when there is one (over the gate, or one a trusted model's fill
     agrees with: drafts.rank), else the model's fill. The native reply keeps both apart."""
     if prepared is None or not prepared.drafts or not done:
         return done
     fills = [r.text for r, _ in done]
-    best = choose(fills, prepared.drafts, automatic=False, gate=drafts.GATE, trust_model=True)
+    best = choose(fills, prepared.drafts, False, drafts.GATE, trust_model, below_gate=0)
     if not best or best[0].source == "model":
         return done
     first, ticket = done[0]

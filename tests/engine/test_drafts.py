@@ -78,10 +78,12 @@ def test_automatic_triggers_show_only_drafts_over_the_gate_unless_the_model_is_t
     assert [c.text for c in trusted] == ["model()"]
 
 
-def test_a_draft_the_model_agrees_with_goes_first() -> None:
+def test_a_draft_a_trusted_model_agrees_with_goes_first() -> None:
     unsure = Draft("b()", "document", GATE - 1)
-    picked = choose(["b()"], [unsure], automatic=True, gate=GATE, trust_model=False)
+    picked = choose(["b()"], [unsure], automatic=True, gate=GATE, trust_model=True)
     assert [(c.text, c.source) for c in picked] == [("b()", "document")]
+    # an untrusted model's agreement lifts nothing over the gate
+    assert choose(["b()"], [unsure], automatic=True, gate=GATE, trust_model=False) == []
 
 
 def test_invoked_requests_show_the_best_guess_in_order() -> None:
