@@ -60,6 +60,7 @@ class HubStandIn:
         self.requests: list[tuple[str, str, str | None]] = []
         self.cut_once: set[str] = set()
         self.fail: set[str] = set()
+        self.gated: set[str] = set()  # repositories whose terms the caller has not accepted
         self._lock = threading.Lock()
         self._server = _Quiet(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -118,6 +119,8 @@ class HubStandIn:
                 repo = hub.repos.get(repo_id)
                 if repo is None:
                     return self._error(404, "RepoNotFound")
+                if repo_id in hub.gated:
+                    return self._error(403, "GatedRepo")
                 kind = tail[0] if tail else "revision"
                 rev = "/".join(tail[1:]) if len(tail) > 1 else "main"
                 sha = repo.resolve(rev)

@@ -161,6 +161,14 @@ def test_unknown_names_and_revisions(hub: HubStandIn) -> None:
         resolve_model_dir("not a name/with spaces")
 
 
+def test_a_gated_model_says_what_to_do(hub: HubStandIn) -> None:
+    hub.gated.add("org/tiny")
+    with pytest.raises(ModelLoadError, match=r"org/tiny is gated: accept its terms") as e:
+        resolve_model_dir("org/tiny")
+    assert "hf auth login" in str(e.value)
+    assert downloads(hub) == set()  # nothing fetched
+
+
 def test_an_interrupted_download_resumes_on_the_next_run(
     hub: HubStandIn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
