@@ -109,14 +109,9 @@ def fill(argv: list[str]) -> int:
 def _drafts(text: str, prefix: str, suffix: str, language: str) -> list[Any]:
     """The drafts an editor would be offered here, from the file itself, each finished."""
     from .drafts import gather
-    from .finish import finish
+    from .drafts.rank import finished
 
-    out = []
-    for d in gather(text, len(prefix)):
-        done = finish(d.text, prefix, suffix, language, one_line=True)
-        if done:
-            out.append(replace(d, text=done))
-    return out
+    return finished(gather(text, len(prefix)), prefix, suffix, language)
 
 
 def _shown(

@@ -15,14 +15,13 @@ block or body (BODY_KINDS); an invoked one may run over several lines.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from infill_engine.drafts import GATE, Draft
-from infill_engine.drafts.rank import choose
+from infill_engine.drafts.rank import choose, finished
 from infill_engine.scheduler import Priority
 
 from .backend import Backend, Superseded
@@ -175,11 +174,7 @@ class Completer:
                 fills.append(text)
         if not drafting:
             return fills
-        drafts = []
-        for d in filled.drafts:  # the same finish: nothing shown adds a syntax error
-            text = finish(d.text, prefix, suffix, ask.language_id, document=document, one_line=True)
-            if text:
-                drafts.append(dataclasses.replace(d, text=text))
+        drafts = finished(filled.drafts, prefix, suffix, ask.language_id, document)
         trust = opts.drafts.trust_model
         if trust is None:
             trust = opts.engine.model != "builtin" or opts.engine.address is not None

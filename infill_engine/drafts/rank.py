@@ -18,15 +18,34 @@ Then:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
+from ..finish import finish
+from ..finish.syntax import Around
 from .draft import Draft
 
 AGREE_BONUS = 4.0  # added to a draft's score when a model fill says the same
 # Drafts under this score are never shown, even asked for: under it, the calibration holes'
 # best draft was right too rarely to be worth the user's reading (docs/drafts.md).
 FLOOR = 0.0
+
+
+def finished(
+    found: Iterable[Draft],
+    prefix: str,
+    suffix: str,
+    language_id: str,
+    document: Around | None = None,
+) -> list[Draft]:
+    """The drafts through the same finish as a fill, one line each (a draft is the rest of the
+    cursor's line): nothing shown adds a syntax error; those the finish empties are dropped."""
+    out = []
+    for d in found:
+        text = finish(d.text, prefix, suffix, language_id, document=document, one_line=True)
+        if text:
+            out.append(replace(d, text=text))
+    return out
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +190,7 @@ def humaneval(model: str, limit: int | None) -> dict[str, float]:
     and without."""
     from .. import InfillParams, load, planner
     from ..drafts import GATE, gather
-    from ..drafts.rank import choose
+    from ..drafts.rank import choose, finished
     from ..finish import finish
     from .humaneval import DEFAULT_DATA, read_humaneval
     from .sandbox import run_sandboxed
@@ -206,11 +206,7 @@ def humaneval(model: str, limit: int | None) -> dict[str, float]:
         params = InfillParams(span="auto", max_span=max(128, plan.max_span))
         raw = engine.infill(prefix, suffix, params, plan=plan).text
         fill = finish(raw, prefix, suffix, "python") or ""
-        found = []
-        for d in gather(text, len(prefix)):
-            text = finish(d.text, prefix, suffix, "python", one_line=True)
-            if text:
-                found.append(replace(d, text=text))
+        found = finished(gather(text, len(prefix)), prefix, suffix, "python")
         best = choose([fill] if fill else [], found, False, GATE, trust_model=model != "builtin")
         for mode, text in (("off", fill), ("on", best[0].text if best else "")):
             program = f"{prefix}{text}{suffix}\n{row['test']}\ncheck({row['entry_point']})\n"
