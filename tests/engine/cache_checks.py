@@ -13,7 +13,7 @@ computes differently whenever a store is passed (a skipped expert, a wrong key) 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -85,3 +85,15 @@ def window_error(
         got = engine.model(ids[:, at[0]], at, mask=keys, store=store, score=score)
         want = engine.logits(ids)[:, block[0]]
     return (want - got.float()).abs().max().item()
+
+
+def check_cached_passes(engine: Engine, cache: Literal["dual", "prefix"]) -> None:
+    """The MoE families' check: a 24-token fill in blocks of 8 takes 3 full passes and some
+    in-block ones, each block's first pass equals a full pass with no cache, and so do in-block
+    passes at block starts 0 and 5 (all within 1e-4)."""
+    p = InfillParams(span=24, max_span=24, block_size=8, cache=cache, min_tokens=24)
+    errors, r = block_start_errors(engine, "def add(a, b):\n    return ", "\n", p)
+    assert (r.tokens, r.nfe_full, r.stop_reason) == (24, 3, "span_full") and r.nfe_block >= 1
+    assert len(errors) == 3 and max(errors) <= 1e-4
+    assert window_error(engine, cache, block_start=0) <= 1e-4
+    assert window_error(engine, cache, block_start=5) <= 1e-4

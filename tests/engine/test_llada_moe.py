@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import pytest
 import torch
-from cache_checks import block_start_errors, window_error
+from cache_checks import check_cached_passes
 from conftest import (
     EOS_ID,
     MASK_ID,
@@ -26,7 +26,7 @@ from conftest import (
     write_tokenizer,
 )
 
-from infill_engine import InfillParams, load
+from infill_engine import load
 from infill_engine.loader import ModelLoadError
 from infill_engine.models import DiffusionTransformer, ModelArgs
 
@@ -153,13 +153,7 @@ def test_the_cached_passes_equal_full_passes(
     (which writes the K/V cache) and an in-block pass against that cache give the logits of a
     full pass with no cache (a layer that computes otherwise when handed a store fails here)."""
     make_llada_moe(tmp_path)
-    engine = load(str(tmp_path), device="cpu")
-    p = InfillParams(span=24, max_span=24, block_size=8, cache=cache, min_tokens=24)
-    errors, r = block_start_errors(engine, "def add(a, b):\n    return ", "\n", p)
-    assert (r.tokens, r.nfe_full, r.stop_reason) == (24, 3, "span_full") and r.nfe_block >= 1
-    assert len(errors) == 3 and max(errors) <= 1e-4
-    assert window_error(engine, cache, block_start=0) <= 1e-4
-    assert window_error(engine, cache, block_start=5) <= 1e-4
+    check_cached_passes(load(str(tmp_path), device="cpu"), cache)
 
 
 def test_renormalised_top_k_matches_qwen3_moe() -> None:
