@@ -147,13 +147,21 @@ def llada_name(llama_key: str) -> str:
     return f"model.transformer.blocks.{n}.{LLAMA_TO_LLADA[module]}.{param}"
 
 
-def make_llada(path: Path, shards: int = 1, seed: int = 0) -> Any:
-    """A tiny LLaDA checkpoint in OLMo names, mapped from a Llama reference."""
+def make_llada(
+    path: Path,
+    shards: int = 1,
+    seed: int = 0,
+    vocab: int = VOCAB,
+    overrides: dict[str, Any] | None = None,
+) -> Any:
+    """A tiny LLaDA checkpoint in OLMo names, mapped from a Llama reference of `vocab` rows;
+    `overrides` replace config keys (None removes one): a family in LLaDA's layout under other
+    names (MMaDA)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(
-        vocab_size=VOCAB,
+        vocab_size=vocab,
         hidden_size=64,
         intermediate_size=160,
         num_hidden_layers=2,
@@ -182,8 +190,8 @@ def make_llada(path: Path, shards: int = 1, seed: int = 0) -> Any:
         "n_kv_heads": 4,
         "n_layers": 2,
         "mlp_hidden_size": 160,
-        "vocab_size": VOCAB,
-        "embedding_size": VOCAB,
+        "vocab_size": vocab,
+        "embedding_size": vocab,
         "rope_theta": 500000.0,
         "rms_norm_eps": 1e-5,
         "max_sequence_length": 512,
@@ -195,6 +203,11 @@ def make_llada(path: Path, shards: int = 1, seed: int = 0) -> Any:
         "eos_token_id": EOS_ID,
         "pad_token_id": EOS_ID,
     }
+    for key, value in (overrides or {}).items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
     (path / "config.json").write_text(json.dumps(config))
     save_shards(path, {llada_name(k): v for k, v in ref.state_dict().items()}, shards)
     write_tokenizer(path)
