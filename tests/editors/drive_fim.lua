@@ -6,51 +6,9 @@
 -- in $DLLM_API_KEY, from the test's environment.
 
 local api = vim.api
-local uv = vim.uv or vim.loop
-local out = assert(io.open(assert(os.getenv('DLLM_RESULT')), 'a'))
-local started = uv.now()
-
-local function emit(t)
-  t.t = (uv.now() - started) / 1000
-  out:write(vim.json.encode(t), '\n')
-  out:flush()
-end
-
-local function finish()
-  emit({ step = 'done', ok = true })
-  out:close()
-  vim.cmd('qa!')
-end
-
-local co
-local function sleep(ms)
-  vim.defer_fn(function()
-    local ok, err = coroutine.resume(co)
-    if not ok then
-      emit({ step = 'error', ok = false, error = tostring(err) })
-      finish()
-    end
-  end, ms)
-  coroutine.yield()
-end
-
-local function wait_for(timeout_s, cond)
-  local deadline = uv.now() + timeout_s * 1000
-  while true do
-    local v = cond()
-    if v then
-      return v
-    end
-    if uv.now() > deadline then
-      return nil
-    end
-    sleep(50)
-  end
-end
-
-local function keys(s, mode)
-  api.nvim_feedkeys(api.nvim_replace_termcodes(s, true, false, true), mode, false)
-end
+local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
+local h = dofile(here .. 'harness.lua')
+local emit, finish, sleep, wait_for, keys = h.emit, h.finish, h.sleep, h.wait_for, h.keys
 
 --- The ghost text on screen (the plugin's own or Neovim's), as one string, or nil.
 local function ghost_text()
@@ -134,13 +92,4 @@ local function run()
   keys('<Esc>', 'n')
 end
 
-co = coroutine.create(function()
-  local ok, err = pcall(run)
-  if not ok then
-    emit({ step = 'error', ok = false, error = tostring(err) })
-  end
-  finish()
-end)
-vim.defer_fn(function()
-  coroutine.resume(co)
-end, 0)
+h.run(run)

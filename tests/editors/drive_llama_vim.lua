@@ -9,50 +9,9 @@
 
 local api = vim.api
 local uv = vim.uv or vim.loop
-local out = assert(io.open(assert(os.getenv('DLLM_RESULT')), 'a'))
-local started = uv.now()
-
-local function emit(t)
-  t.t = (uv.now() - started) / 1000
-  out:write(vim.json.encode(t), '\n')
-  out:flush()
-end
-
-local function finish()
-  emit({ step = 'done', ok = true })
-  out:close()
-  vim.cmd('qa!')
-end
-
-local co
-local function sleep(ms)
-  vim.defer_fn(function()
-    local ok, err = coroutine.resume(co)
-    if not ok then
-      emit({ step = 'error', ok = false, error = tostring(err) })
-      finish()
-    end
-  end, ms)
-  coroutine.yield()
-end
-
-local function wait_for(timeout_s, cond)
-  local deadline = uv.now() + timeout_s * 1000
-  while true do
-    local v = cond()
-    if v then
-      return v
-    end
-    if uv.now() > deadline then
-      return nil
-    end
-    sleep(50)
-  end
-end
-
-local function keys(s, mode)
-  api.nvim_feedkeys(api.nvim_replace_termcodes(s, true, false, true), mode, false)
-end
+local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
+local h = dofile(here .. 'harness.lua')
+local emit, finish, sleep, wait_for, keys = h.emit, h.finish, h.sleep, h.wait_for, h.keys
 
 local function lines()
   return api.nvim_buf_get_lines(0, 0, -1, true)
@@ -175,17 +134,4 @@ vim.defer_fn(function()
   finish()
 end, 300000)
 
-co = coroutine.create(function()
-  local ok, err = xpcall(run, debug.traceback)
-  if not ok then
-    emit({ step = 'error', ok = false, error = tostring(err) })
-  end
-  finish()
-end)
-vim.schedule(function()
-  local ok, err = coroutine.resume(co)
-  if not ok then
-    emit({ step = 'error', ok = false, error = tostring(err) })
-    finish()
-  end
-end)
+h.run(run)
