@@ -9,6 +9,8 @@ No torch here: the language server without a local model (`engineAddress`) impor
 
 from __future__ import annotations
 
+import grammars
+
 from . import syntax
 from .postprocess import Indent, postprocess
 from .syntax import Around
@@ -35,8 +37,16 @@ def finish(
     and a new error can hide in one it already has. Without a document, the context stands in
     for it.
     """
+    spec = grammars.spec(language_id)  # its comment mark, as the planner gives the stop rule
+    comment = spec.line_comment if spec is not None else "#"
     text = postprocess(
-        raw, prefix, suffix, block_indent=block_indent, one_line=one_line, indent=indent
+        raw,
+        prefix,
+        suffix,
+        block_indent=block_indent,
+        one_line=one_line,
+        indent=indent,
+        comment=comment,
     )
     if text is None:
         return None

@@ -15,6 +15,9 @@
    so that the completion is compared with the suffix in the suffix's own indentation.
 5. `drop_suffix_overlap`: text the model repeated from the start of the suffix is removed, and
    then the closing brackets at its end that the suffix already closes (`drop_closed_brackets`).
+   Brackets are read with the stop rules' lexer (infill_engine/lexer.py, `structure`): none in
+   a string or a line comment (`comment`, the language's mark), so the finishing steps and the
+   rule that ended the construct agree on which bracket closes what.
 6. Trailing whitespace is dropped (`trim_trailing_blank`), except for the trailing spaces of a
    fill whose suffix goes on with a non-space character on the same line: there the space
    separates the fill from that character.
@@ -36,6 +39,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from .. import lexer
+from ..lexer import CLOSERS, OPENERS
 from ..repeat import cut_loop
 
 
@@ -138,34 +143,32 @@ def _overlap_counts(tail: str) -> bool:
     return len(visible) >= 2 or (len(visible) == 1 and visible[0] in _CLOSERS)
 
 
-def _drop_repeated_tail(completion: str, suffix: str) -> str:
+def _drop_repeated_tail(completion: str, suffix: str, comment: str) -> str:
     if not suffix:
         return completion
     # Longest first; a candidate tail must start with the suffix's first character.
     for start in range(max(0, len(completion) - len(suffix)), len(completion)):
         tail = completion[start:]
         repeated = completion[start] == suffix[0] and suffix.startswith(tail)
-        if repeated and _overlap_counts(tail) and not _closes_own(completion[:start], tail):
+        if (
+            repeated
+            and _overlap_counts(tail)
+            and not _closes_own(completion[:start], tail, comment)
+        ):
             return completion[:start]
     return completion
 
 
-def _brackets(text: str) -> tuple[list[str], list[int]]:
-    """One walk over text's brackets outside its quotes: the brackets it opens and leaves open
-    (innermost last), and the indices of its closing brackets that close a bracket opened
-    before it."""
+def _brackets(text: str, comment: str) -> tuple[list[str], list[int]]:
+    """One walk over the brackets of text's code (lexer.structure, as the stop rules read it:
+    none in a string or a line comment): the brackets it opens and leaves open (innermost
+    last), and the indices of its closing brackets that close a bracket opened before it."""
     stack: list[str] = []
     unmatched: list[int] = []
-    quote = ""
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote and text[i - 1 : i] != "\\":
-                quote = ""
-        elif ch in _QUOTES:
-            quote = ch
-        elif ch in "([{":
+    for i, ch in lexer.structure(text, comment):
+        if ch in OPENERS:
             stack.append(ch)
-        elif ch in _PAIRS:
+        elif ch in CLOSERS:
             if stack and stack[-1] == _PAIRS[ch]:
                 stack.pop()
             elif not stack:
@@ -173,16 +176,19 @@ def _brackets(text: str) -> tuple[list[str], list[int]]:
     return stack, unmatched
 
 
-def _closes_own(head: str, tail: str) -> bool:
-    """Whether tail closes a bracket that head opened: `g(a)` before `)` keeps its `)`."""
-    own = len(_brackets(head)[0])  # head's open brackets, innermost last
+def _closes_own(head: str, tail: str, comment: str) -> bool:
+    """Whether tail closes a bracket that head opened: `g(a)` before `)` keeps its `)`. The
+    tail is read in head's lexical state (a tail inside head's string has no brackets)."""
+    own = len(_brackets(head, comment)[0])  # head's open brackets, innermost last
     opened = 0  # the tail's own, still open
-    for ch in tail:
-        if ch in "([{":
+    for i, ch in lexer.structure(head + tail, comment):
+        if i < len(head):
+            continue
+        if ch in OPENERS:
             opened += 1
-        elif ch in _PAIRS and opened:
+        elif ch in CLOSERS and opened:
             opened -= 1
-        elif ch in _PAIRS:
+        elif ch in CLOSERS:
             return own > 0
     return False
 
@@ -215,15 +221,15 @@ def _drop_repeated_line(completion: str, suffix: str) -> str:
     return completion
 
 
-_PAIRS = {")": "(", "]": "[", "}": "{"}
-_QUOTES = "\"'`"
+_PAIRS = dict(zip(CLOSERS, OPENERS, strict=True))  # ")" -> "("
 
 
-def drop_closed_brackets(completion: str, suffix: str) -> str:
+def drop_closed_brackets(completion: str, suffix: str, comment: str = "#") -> str:
     """Remove the closing brackets at the end of the completion (with the whitespace among and
     before them) that close brackets opened before the cursor, when the suffix, past its
-    whitespace, closes them already in the same order (`a,\\n  b)` before `\\n)`: `a,\\n  b`)."""
-    closers = _brackets(completion)[1]
+    whitespace, closes them already in the same order (`a,\\n  b)` before `\\n)`: `a,\\n  b`).
+    `comment` is the language's line comment mark (lexer.py): a bracket in it is no bracket."""
+    closers = _brackets(completion, comment)[1]
     end = len(completion.rstrip())
     run: list[int] = []
     for i in reversed(closers):
@@ -240,7 +246,7 @@ def drop_closed_brackets(completion: str, suffix: str) -> str:
     return completion[:end].rstrip(" \t\n") if completion[:end].strip() else ""
 
 
-def drop_suffix_overlap(completion: str, suffix: str) -> str:
+def drop_suffix_overlap(completion: str, suffix: str, comment: str = "#") -> str:
     """Remove what the model repeated from the start of the suffix.
 
     (a) The longest tail of the completion that equals a head of the suffix, when that tail is
@@ -249,8 +255,8 @@ def drop_suffix_overlap(completion: str, suffix: str) -> str:
     line on: the model has run into the code after the cursor. A line of closing brackets only
     counts when its indentation matches too. An overlap of whitespace alone is never cut.
     """
-    text = _drop_repeated_line(_drop_repeated_tail(completion, suffix), suffix)
-    return drop_closed_brackets(text, suffix)
+    text = _drop_repeated_line(_drop_repeated_tail(completion, suffix, comment), suffix)
+    return drop_closed_brackets(text, suffix, comment)
 
 
 def trim_trailing_blank(completion: str) -> str:
@@ -306,6 +312,7 @@ def postprocess(
     *,
     one_line: bool = False,
     indent: Indent | None = None,
+    comment: str = "#",
 ) -> str | None:
     """The completion as the editor should insert it at the cursor, or None for nothing.
 
@@ -317,7 +324,8 @@ def postprocess(
     `block_indent` makes it a fill of whole lines (the editing commands): no mid-line rule, all
     trailing whitespace goes, and a non-empty `block_indent` is the first line's indentation.
     `one_line` keeps the first line only. `indent`, the editor's formatting options for the
-    document, is its unit when given (else detected).
+    document, is its unit when given (else detected). `comment` is the language's line comment
+    mark ("" for none), which the bracket steps read brackets with, as the stop rules do.
     """
     text = cut_loop(_lf(completion))
     block = block_indent is not None
@@ -329,7 +337,7 @@ def postprocess(
         indent = detect_indent(nearby, default=source)
     text = reindent(text, source, indent)
     lf_suffix = _lf(suffix)
-    text = drop_suffix_overlap(text, lf_suffix)
+    text = drop_suffix_overlap(text, lf_suffix, comment)
     text = trim_trailing_blank(text) if block else _trim(text, lf_suffix)
     text = _no_doubled_space(text, prefix)
     if not text.strip():
