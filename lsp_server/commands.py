@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import grammars
 
 from . import stubs, syntax
-from .backend import Backend
-from .engine_client import Filled, Hole, Refinement
+from .engines.backend import Backend
+from .engines.engine_client import Filled, Hole, Refinement
 from .finish import finish
 from .options import Options, decode_params
 

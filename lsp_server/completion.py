@@ -24,11 +24,11 @@ from infill_engine.drafts import GATE, Draft
 from infill_engine.drafts.rank import choose, finished
 from infill_engine.scheduler import Priority
 
-from .backend import Backend, Superseded
 from .crossfile import ChunkStore
 from .cursor import in_comment_or_string
 from .debounce import AdaptiveDebounce
-from .engine_client import Hole
+from .engines.backend import Backend, Superseded
+from .engines.engine_client import Hole
 from .finish import finish
 from .options import Options, decode_params
 from .postprocess import Indent

@@ -17,11 +17,11 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from . import positions
-from .backend import NotReady
 from .commands import CommandError, fill_function_body, refine_selection, regenerate_selection
 from .completion import Ask
 from .crossfile import roots_of
 from .documents import Document, clean
+from .engines.backend import NotReady
 from .indexing import did_change_watched_files, index_workspace
 from .options import describe
 from .protocol import Protocol, why

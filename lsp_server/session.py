@@ -21,11 +21,11 @@ from pygls.exceptions import FeatureRequestError, JsonRpcException, JsonRpcInter
 from pygls.lsp.server import LanguageServer
 
 from . import positions
-from .backend import Backend
 from .commands import Edit
 from .completion import Completer
 from .crossfile import edited_line
 from .documents import Document, Documents
+from .engines.backend import Backend
 from .options import EngineOptions, Options, fit_model, parse_options
 from .protocol import CLIENT_ERRORS, Protocol
 from .telemetry import Stats, state_file

@@ -15,7 +15,7 @@ import pytest
 from infill_engine import Engine, InfillParams, load, planner
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Address, Service, ServiceClient, ServiceThread
-from lsp_server.backend import Backend
+from lsp_server.engines.backend import Backend
 from lsp_server.options import EngineOptions
 
 PREFIX = "def add(a, b):\n    return "

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 import grammars
-from lsp_server.backend import Backend
 from lsp_server.completion import Ask, Completer
+from lsp_server.engines.backend import Backend
 from lsp_server.options import Options
 from lsp_server.postprocess import Indent, postprocess
 

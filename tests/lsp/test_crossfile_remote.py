@@ -13,8 +13,8 @@ import pytest
 from infill_engine import Engine, InfillParams, load
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Address, Service, ServiceThread
-from lsp_server.backend import Backend
-from lsp_server.engine_client import Hole
+from lsp_server.engines.backend import Backend
+from lsp_server.engines.engine_client import Hole
 from lsp_server.options import EngineOptions
 
 TEXT = "from helpers import frobnicate_widgets\n\nscaled = frobnicate_widgets(\n"

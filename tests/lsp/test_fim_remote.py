@@ -20,11 +20,11 @@ from lsp_client import SERVER, StdioPeer, init_params
 from infill_engine import Engine, InfillParams, load, planner
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Service, ServiceThread, parse_address
-from lsp_server import fim_remote
-from lsp_server.engine_client import Hole, Ledger, NotReady, Superseded
-from lsp_server.fim_remote import FimEngineClient, approx_encode, cut_context, retry_after_s
+from lsp_server.engines import fim_remote
+from lsp_server.engines.engine_client import Hole, Ledger, NotReady, Superseded
+from lsp_server.engines.fim_remote import FimEngineClient, approx_encode, cut_context, retry_after_s
+from lsp_server.engines.remote import RemoteError
 from lsp_server.options import EngineOptions, parse_options
-from lsp_server.remote import RemoteError
 
 TEXT = "def add(a, b):\n    return \n\n\nprint(add(1, 2))\n"
 OFFSET = TEXT.index("return ") + len("return ")

@@ -22,12 +22,12 @@ from pytest_lsp import LanguageClient
 from infill_engine import Engine, InfillParams, load
 from infill_engine.scheduler import Scheduler, Ticket
 from infill_engine.service import TOKEN_ENV, Address, Service, ServiceThread
-from lsp_server.backend import Backend, NotReady, Superseded
 from lsp_server.commands import fill_function_body
 from lsp_server.completion import Ask, Completer
-from lsp_server.engine_client import Filled, Hole, Refinement
+from lsp_server.engines.backend import Backend, NotReady, Superseded
+from lsp_server.engines.engine_client import Filled, Hole, Refinement
+from lsp_server.engines.remote import engine_address
 from lsp_server.options import EngineOptions, Options, describe, parse_options
-from lsp_server.remote import engine_address
 
 PREFIX = "def add(a, b):\n    return "
 SUFFIX = "\n"

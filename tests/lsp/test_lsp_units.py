@@ -167,7 +167,7 @@ class _Recording:
     says it cut it), over a real engine."""
 
     def __init__(self, engine: Any) -> None:
-        from lsp_server.backend import Backend
+        from lsp_server.engines.backend import Backend
 
         self.real = Backend(lambda _: None)
         self.real.engine, self.real.state = engine, "ready"
@@ -227,8 +227,8 @@ def test_a_completion_is_queued_at_the_priority_of_how_it_was_asked_for(
     from dataclasses import replace
 
     from infill_engine.scheduler import PRIORITIES
-    from lsp_server.backend import Backend
     from lsp_server.completion import Ask, Completer
+    from lsp_server.engines.backend import Backend
 
     backend = Backend(lambda _: None)
     backend.engine, backend.state = dream_engine, "ready"
@@ -297,8 +297,8 @@ def test_one_inline_completion_tokenizes_its_text_once_and_trims_it_once(
     from dataclasses import replace
 
     from infill_engine.context import tokenize_with
-    from lsp_server.backend import Backend
     from lsp_server.completion import Ask, Completer
+    from lsp_server.engines.backend import Backend
 
     backend = Backend(lambda _: None)
     backend.engine, backend.state = dream_engine, "ready"

@@ -28,7 +28,7 @@ from infill_engine.loader import BUILTIN_DIR
 from infill_engine.planner import WINDOW
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Address, Service, ServiceThread, parse_address
-from lsp_server.window import SIDE_MIN, window
+from lsp_server.engines.window import SIDE_MIN, window
 
 AUDITED = [
     sys.executable,
@@ -162,7 +162,7 @@ def test_a_thin_server_completes_through_the_service_and_reads_no_model_file(
         server.kill()
         service.stop()
     paths, modules = server.audit()
-    assert any(p.endswith("lsp_server/window.py") for p in paths)  # the audit sees the server
+    assert any(p.endswith("lsp_server/engines/window.py") for p in paths)  # the audit sees it
     assert model_reads(paths) == []
     assert modules.isdisjoint(HEAVY), sorted(modules & set(HEAVY))
 

@@ -33,8 +33,8 @@ def main() -> None:
     threading.setprofile(profile)  # before any thread of the engine starts
     sys.setprofile(profile)
     from infill_engine import load
-    from lsp_server.backend import Backend
     from lsp_server.completion import Ask, Completer
+    from lsp_server.engines.backend import Backend
     from lsp_server.options import Options
 
     engine = load("builtin", device="cpu")

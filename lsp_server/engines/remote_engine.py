@@ -29,9 +29,9 @@ from infill_engine.drafts import Draft
 from infill_engine.params import InfillParams, InfillResult, RefineResult
 from infill_engine.service import Message, ServiceError
 
+from ..options import EngineOptions
 from .engine_client import Filled, Hole, Ledger, NotReady, Refinement, State, Superseded
 from .http_remote import HttpClient
-from .options import EngineOptions
 from .remote import (
     Link,
     Refused,

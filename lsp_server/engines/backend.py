@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from infill_engine.params import RefineResult
 from infill_engine.scheduler import PRIORITIES
 
+from ..options import FIM_PREFIX, EngineOptions
 from .engine_client import (
     Counters,
     EngineClient,
@@ -41,7 +42,6 @@ from .engine_client import (
 )
 from .fim_remote import FimEngineClient
 from .local_engine import LocalEngineClient
-from .options import FIM_PREFIX, EngineOptions
 from .remote import Link
 from .remote_engine import RemoteEngineClient
 

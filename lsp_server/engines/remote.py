@@ -34,7 +34,7 @@ from infill_engine.service import (
     reply_error,
 )
 
-from .options import normalize_address
+from ..options import normalize_address
 
 log = logging.getLogger("dllm-infill-ls.remote")
 

@@ -47,8 +47,8 @@ from infill_engine import planner
 from infill_engine.params import InfillResult, RefineResult, StopReason
 from infill_engine.stop import StopRule
 
+from ..options import FIM_PREFIX, EngineOptions
 from .engine_client import Filled, Hole, Ledger, NotReady, Refinement, Superseded
-from .options import FIM_PREFIX, EngineOptions
 from .remote import RemoteError
 from .remote_engine import CANCEL_POLL_S, Host
 from .window import window
