@@ -14,13 +14,14 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import builtin_engine
 import httpx
 import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infill_engine import Engine, load
+from infill_engine import Engine
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import (
     Address,
@@ -43,11 +44,7 @@ def fixed(span: int) -> dict[str, Any]:
     return {"span": span, "max_span": span, "threshold": 1.5, "min_tokens": span}
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[Engine]:
-    e = load("builtin", device="cpu")
-    yield e
-    e.close()
+engine = builtin_engine.engine  # the module's engine fixture (builtin_engine.py)
 
 
 @pytest.fixture(scope="module")

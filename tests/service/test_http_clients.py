@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import builtin_engine
 import httpx
 import openai
 import pytest
 
-from infill_engine import Engine, InfillParams, InfillResult, load
+from infill_engine import Engine, InfillParams, InfillResult
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Service, ServiceThread, parse_address
 from infill_engine.service.native import Prepared, parse_native, prepare
@@ -31,11 +32,7 @@ CURSOR = DOC.index("as f:\n        ") + len("as f:\n        ")
 MAX_TOKENS = 4  # short enough that one of the two spans runs full and the other ends early
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[Engine]:
-    e = load("builtin", device="cpu")
-    yield e
-    e.close()
+engine = builtin_engine.engine  # the module's engine fixture (builtin_engine.py)
 
 
 @pytest.fixture(scope="module")

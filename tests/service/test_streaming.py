@@ -11,10 +11,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import builtin_engine
 import httpx
 import pytest
 
-from infill_engine import Engine, InfillParams, load
+from infill_engine import Engine, InfillParams
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Service, ServiceThread, parse_address
 from infill_engine.service.compat import streamable
@@ -31,11 +32,7 @@ OPENAI = {"prompt": DOC[:CURSOR], "suffix": DOC[CURSOR:], "max_tokens": 128,
           "languageId": "python"}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[Engine]:
-    e = load("builtin", device="cpu")
-    yield e
-    e.close()
+engine = builtin_engine.engine  # the module's engine fixture (builtin_engine.py)
 
 
 @pytest.fixture(scope="module")
