@@ -66,7 +66,7 @@ class Service:
         self.started = time.monotonic()
         self.connections: set[Connection] = set()
         self.counters = ServiceCounters()
-        self.metrics = Metrics()  # both fronts record here, on the event loop
+        self.metrics = Metrics(self.stats)  # both fronts record here; scrapes read stats()
         # prompts are tokenised here, off the event loop, in arrival order
         self.encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dllm-encode")
 

@@ -60,6 +60,7 @@ from .compat import (
 from .compat import parse_openai as parse_openai_body
 from .frames import FrameError, decode_payload
 from .front import Service
+from .metrics import CONTENT_TYPE as METRICS_TYPE
 from .native import NativeAsk, Prepared, native_result, parse_native, run_native, with_drafts
 from .refine import parse_refine, run_refine
 from .slots import Slot, Slots
@@ -113,9 +114,7 @@ class HttpFront:
     async def metrics(self, request: Request) -> Response:
         if (refused := self._auth(request, "metrics")) is not None:
             return refused
-        stats = self.service.stats()
-        text = self.service.metrics.render(stats, stats["service"])
-        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(self.service.metrics.render(), media_type=METRICS_TYPE)
 
     async def models(self, request: Request) -> Response:
         if (refused := self._auth(request, "models")) is not None:

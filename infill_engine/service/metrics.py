@@ -1,23 +1,43 @@
-"""What the service has done, for `GET /metrics` in Prometheus' text format: requests by front,
-route and outcome, their latency and tokens per forward pass as histograms, and the scheduler's
-gauges (queue depth, running rows, mean batch) and counters, read when scraped.
+"""What the service has done, for `GET /metrics`: requests by front, route and outcome, their
+latency and tokens per forward pass as histograms (recorded as requests are answered), and the
+scheduler's gauges (queue depth, running rows, mean batch, cache bytes) and counters with the
+service's own, read from its stats when scraped.
 
-Written on the event loop only (both fronts record there), so no lock is needed."""
+prometheus_client keeps the counts and writes the text format. Each service has its own
+CollectorRegistry, not the library's global one, so that several services (or tests) in one
+process count apart and never clash on a name. Metric names are `dllm_<what>[_<unit>]`."""
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from ..params import InfillResult
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 TOKENS_PER_PASS_BUCKETS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0)
 PREFIX = "dllm"
+CONTENT_TYPE = CONTENT_TYPE_LATEST  # the text format generate_latest writes (0.0.4)
+# (name, stats key, help): the scheduler's state, read when scraped
+GAUGES = (
+    ("queue_depth", "queued", "requests waiting for a row"),
+    ("running_rows", "running", "rows in the running batch"),
+    ("mean_batch", "mean_batch", "rows per decode step, on average"),
+    ("cache_bytes", "cache_bytes", "bytes of the running batch's K/V cache"),
+)
+SCHEDULER_COUNTERS = ("submitted", "done", "cancelled", "expired", "busy", "failed", "steps")
 
 
 def nearest_rank(values: Iterable[float], q: float) -> float | None:
@@ -28,98 +48,109 @@ def nearest_rank(values: Iterable[float], q: float) -> float | None:
     return ordered[max(1, math.ceil(len(ordered) * q / 100)) - 1]
 
 
-@dataclass
-class Histogram:
-    bounds: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-    n: int = 0
-
-    def __post_init__(self) -> None:
-        self.counts = [0] * (len(self.bounds) + 1)
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
-        self.total += value
-        self.n += 1
-
-    def lines(self, name: str, labels: str) -> Iterable[str]:
-        sep = "," if labels else ""
-        running = 0
-        for bound, count in zip(self.bounds, self.counts, strict=False):
-            running += count
-            yield f'{name}_bucket{{{labels}{sep}le="{bound:g}"}} {running}'
-        yield f'{name}_bucket{{{labels}{sep}le="+Inf"}} {self.n}'
-        tail = f"{{{labels}}}" if labels else ""
-        yield f"{name}_sum{tail} {self.total:.6f}"
-        yield f"{name}_count{tail} {self.n}"
-
-
 class Metrics:
-    def __init__(self) -> None:
-        self.requests: dict[tuple[str, str, str], int] = defaultdict(int)
-        self.latency: dict[tuple[str, str], Histogram] = {}
-        self.tokens_per_pass = Histogram(TOKENS_PER_PASS_BUCKETS)
-        self.tokens = 0
-        self.passes = 0
+    """One service's metrics. `stats` returns the service's stats (front.Service.stats: the
+    scheduler's, with the service's counters under "service"), read at each scrape."""
+
+    def __init__(self, stats: Callable[[], Mapping[str, Any]] = dict) -> None:
+        self.registry = CollectorRegistry()
+        self._requests = Counter(
+            f"{PREFIX}_requests",
+            "requests answered, by front, route and code",
+            ("front", "route", "code"),
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            f"{PREFIX}_request_seconds",
+            "time from request to answer",
+            ("front", "route"),
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._tokens_per_pass = Histogram(
+            f"{PREFIX}_tokens_per_pass",
+            "tokens committed per forward pass, per row",
+            buckets=TOKENS_PER_PASS_BUCKETS,
+            registry=self.registry,
+        )
+        self._passes = Counter(
+            f"{PREFIX}_forward_passes", "forward passes of finished rows", registry=self.registry
+        )
+        self._tokens = Counter(
+            f"{PREFIX}_tokens", "tokens written by finished rows", registry=self.registry
+        )
+        self.registry.register(_Scraped(stats))
 
     def observe(
         self, front: str, route: str, code: str, seconds: float, results: Iterable[InfillResult]
     ) -> None:
         """One request answered: `code` is "ok" or the error code."""
-        self.requests[(front, route, code)] += 1
-        key = (front, route)
-        if key not in self.latency:
-            self.latency[key] = Histogram(LATENCY_BUCKETS)
-        self.latency[key].observe(seconds)
+        self._requests.labels(front, route, code).inc()
+        self._latency.labels(front, route).observe(seconds)
         for r in results:
-            self.tokens += r.tokens
-            self.passes += r.nfe
+            self._tokens.inc(r.tokens)
+            self._passes.inc(r.nfe)
             if r.nfe:
-                self.tokens_per_pass.observe(r.tokens / r.nfe)
+                self._tokens_per_pass.observe(r.tokens / r.nfe)
 
-    def render(self, scheduler: Mapping[str, Any], service: Mapping[str, Any]) -> str:
-        """Prometheus text format (version 0.0.4)."""
-        out: list[str] = []
+    @property
+    def requests(self) -> Tally[tuple[str, str, str]]:
+        """Requests answered so far by (front, route, code); 0 for a key never seen."""
+        out: Tally[tuple[str, str, str]] = Tally()
+        for family in self._requests.collect():
+            for s in family.samples:
+                if s.name.endswith("_total"):
+                    key = (s.labels["front"], s.labels["route"], s.labels["code"])
+                    out[key] = int(s.value)
+        return out
 
-        def family(name: str, kind: str, help_text: str) -> str:
-            full = f"{PREFIX}_{name}"
-            out.append(f"# HELP {full} {help_text}")
-            out.append(f"# TYPE {full} {kind}")
-            return full
+    def render(self) -> str:
+        """The Prometheus text format (version 0.0.4)."""
+        return generate_latest(_WithoutCreated(self.registry)).decode("utf-8")
 
-        gauges = (
-            ("queue_depth", "queued", "requests waiting for a row"),
-            ("running_rows", "running", "rows in the running batch"),
-            ("mean_batch", "mean_batch", "rows per decode step, on average"),
-            ("cache_bytes", "cache_bytes", "bytes of the running batch's K/V cache"),
-        )
-        for name, key, text in gauges:
-            full = family(name, "gauge", text)
-            out.append(f"{full} {_num(scheduler.get(key, 0))}")
-        for key in ("submitted", "done", "cancelled", "expired", "busy", "failed", "steps"):
-            full = family(f"scheduler_{key}_total", "counter", f"scheduler rows {key}")
-            out.append(f"{full} {_num(scheduler.get(key, 0))}")
-        full = family("forward_passes_total", "counter", "forward passes of finished rows")
-        out.append(f"{full} {self.passes}")
-        full = family("tokens_total", "counter", "tokens written by finished rows")
-        out.append(f"{full} {self.tokens}")
-        for key, value in sorted(service.items()):
+
+class _WithoutCreated(Collector):
+    """The registry without the `_created` timestamps prometheus_client adds to counters and
+    histograms: /metrics serves the families it always has, and Prometheus derives resets from
+    the counts themselves. (prometheus_client's switch for this is process-wide.)"""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            created = f"{family.name}_created"
+            family.samples = [s for s in family.samples if s.name != created]
+            yield family
+
+
+class _Scraped(Collector):
+    """The scheduler's gauges and counters and the service's counters, as the stats say at the
+    scrape: they are kept by their owners, not copied here."""
+
+    def __init__(self, stats: Callable[[], Mapping[str, Any]]) -> None:
+        self.stats = stats
+
+    def describe(self) -> Iterable[Metric]:
+        return ()  # nothing to check at registration: the stats may not be ready yet
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.stats()
+        for name, key, text in GAUGES:
+            yield GaugeMetricFamily(f"{PREFIX}_{name}", text, value=_num(stats.get(key, 0)))
+        for key in SCHEDULER_COUNTERS:
+            value = _num(stats.get(key, 0))
+            yield CounterMetricFamily(
+                f"{PREFIX}_scheduler_{key}", f"scheduler rows {key}", value=value
+            )
+        for key, value in sorted(stats.get("service", {}).items()):
             if isinstance(value, int | float) and not isinstance(value, bool):
-                full = family(f"service_{key}_total", "counter", f"service {key}")
-                out.append(f"{full} {_num(value)}")
-        full = family("requests_total", "counter", "requests answered, by front, route and code")
-        for (front, route, code), n in sorted(self.requests.items()):
-            out.append(f'{full}{{front="{front}",route="{route}",code="{code}"}} {n}')
-        full = family("request_seconds", "histogram", "time from request to answer")
-        for (front, route), hist in sorted(self.latency.items()):
-            out.extend(hist.lines(full, f'front="{front}",route="{route}"'))
-        full = family("tokens_per_pass", "histogram", "tokens committed per forward pass, per row")
-        out.extend(self.tokens_per_pass.lines(full, ""))
-        return "\n".join(out) + "\n"
+                yield CounterMetricFamily(
+                    f"{PREFIX}_service_{key}", f"service {key}", value=_num(value)
+                )
 
 
-def _num(value: Any) -> str:
+def _num(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return "0"
-    return f"{value:g}" if isinstance(value, float) else str(value)
+        return 0.0
+    return float(value)

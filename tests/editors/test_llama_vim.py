@@ -186,11 +186,11 @@ def test_llama_vim_shows_and_accepts_the_fill(
     # The server answered them: counted as llama.cpp infill calls, none refused.
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         text = client.get("/metrics").text
-        ok = metric(text, 'dllm_requests_total{front="http",route="infill",code="ok"}')
+        ok = metric(text, 'dllm_requests_total{code="ok",front="http",route="infill"}')
         assert ok >= 2  # the warm-up and at least the fill shown
         for code in ("unauthorized", "bad_request", "internal"):
             assert not metric(
-                text, f'dllm_requests_total{{front="http",route="infill",code="{code}"}}'
+                text, f'dllm_requests_total{{code="{code}",front="http",route="infill"}}'
             )
         assert service.counters.unauthorized == 0
         # llama.vim keeps the raw replies: compact JSON, which its check `"content"\s*:"` needs

@@ -398,9 +398,9 @@ def test_fuzzed_bodies_get_an_answer_or_a_4xx_and_never_a_500(
 def test_metrics_count_what_was_served(served: Any) -> None:
     """The counters move by this test's own requests (whatever ran before it, or did not)."""
     client, _, unix, _ = served
-    http = 'dllm_requests_total{front="http",route="v2/infill",code="%s"}'
-    packed = 'dllm_requests_total{front="msgpack",route="v2/infill",code="ok"}'
-    timed = 'dllm_request_seconds_bucket{front="http",route="v2/infill",le="+Inf"}'
+    http = 'dllm_requests_total{code="%s",front="http",route="v2/infill"}'
+    packed = 'dllm_requests_total{code="ok",front="msgpack",route="v2/infill"}'
+    timed = 'dllm_request_seconds_bucket{front="http",le="+Inf",route="v2/infill"}'
     before = _metrics(client)
     ok = client.post("/v2/infill", headers=AUTH, json={"text": DOC, "offset": CURSOR})
     bad = client.post("/v2/infill", headers=AUTH, json={"text": "ab", "offset": 3})
@@ -592,10 +592,10 @@ def test_metrics_count_401s_busy_503s_and_hung_up_native_calls(engine: Engine) -
             wait_until(lambda: service.metrics.requests[("http", "v2/infill", "cancelled")] == 1)
             wait_until(lambda: scheduler.stats()["cancelled"] == 1)  # at the row's next step
             m = _metrics(client)
-    assert m['dllm_requests_total{front="http",route="v2/infill",code="unauthorized"}'] == 1
-    assert m['dllm_requests_total{front="http",route="metrics",code="unauthorized"}'] == 1
-    assert m['dllm_requests_total{front="http",route="infill",code="busy"}'] == 1
-    assert m['dllm_requests_total{front="http",route="v2/infill",code="cancelled"}'] == 1
+    assert m['dllm_requests_total{code="unauthorized",front="http",route="v2/infill"}'] == 1
+    assert m['dllm_requests_total{code="unauthorized",front="http",route="metrics"}'] == 1
+    assert m['dllm_requests_total{code="busy",front="http",route="infill"}'] == 1
+    assert m['dllm_requests_total{code="cancelled",front="http",route="v2/infill"}'] == 1
     assert m["dllm_service_disconnect_cancels_total"] == 1
     assert m["dllm_scheduler_cancelled_total"] == 1 and m["dllm_service_unauthorized_total"] == 2
 
