@@ -5,16 +5,15 @@ so two services in one process count apart."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
+import builtin_engine
 import httpx
 import prometheus_client
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from infill_engine import Engine, load
+from infill_engine import Engine
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Service, ServiceThread, parse_address
 
@@ -41,11 +40,7 @@ FAMILIES = {
 }
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[Engine]:
-    e = load("builtin", device="cpu")
-    yield e
-    e.close()
+engine = builtin_engine.engine  # the module's engine fixture (builtin_engine.py)
 
 
 def _families(client: httpx.Client) -> dict[str, Any]:
