@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .corpus import split_corpus, stdlib_root
+from .holes import Hole
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MIN_NAME = 4  # shorter names are too often defined everywhere
@@ -43,11 +44,11 @@ DISTRACTORS = 12  # other modules' heads in the store, beside the definition's c
 
 
 @dataclass(frozen=True)
-class Hole:
-    rel: str  # the held-out file, relative to the stdlib
-    prefix: str
-    line: str  # the missing line, with its indentation and newline
-    suffix: str
+class Case:
+    """A hole (its middle: the missing line, with its indentation and newline; its origin: the
+    held-out file, relative to the stdlib) and what the other files offer for it."""
+
+    hole: Hole
     name: str  # the sibling-defined name the line uses
     home: str  # the sibling module that defines it
     chunks: tuple[tuple[str, str, int, str], ...]  # (uri, text, start line, source), oldest first
@@ -87,12 +88,12 @@ def _parse(text: str) -> ast.Module | None:
         return None
 
 
-def crossfile_holes(limit: int, seed: int, root: Path | None = None) -> list[Hole]:
+def crossfile_holes(limit: int, seed: int, root: Path | None = None) -> list[Case]:
     """Up to `limit` holes from the held-out files of packages, at most PER_FILE from each."""
     base = root or stdlib_root()
     _, held = split_corpus(root=root)
     rng = random.Random(seed)
-    per_file: list[list[Hole]] = []
+    per_file: list[list[Case]] = []
     for f in held:
         if "/" not in f.rel or (tree := _parse(f.text)) is None:
             continue
@@ -113,7 +114,7 @@ def crossfile_holes(limit: int, seed: int, root: Path | None = None) -> list[Hol
             if len(name) >= MIN_NAME and name not in own
         }
         lines = f.text.splitlines(keepends=True)
-        found: list[Hole] = []
+        found: list[Case] = []
         for i in range(5, len(lines) - 1):
             line, body = lines[i], lines[i].strip()
             if len(body) < 4 or body.startswith(("#", "import ", "from ")):
@@ -125,13 +126,14 @@ def crossfile_holes(limit: int, seed: int, root: Path | None = None) -> list[Hol
             home = owner[name]
             chunks = _store_chunks(siblings, home, name, rng)
             prefix, suffix = "".join(lines[:i]), "".join(lines[i + 1 :])
-            found.append(Hole(f.rel, prefix, line, suffix, name, home, chunks))
+            hole = Hole.cut(prefix, line, suffix, "line", origin=f.rel)
+            found.append(Case(hole, name, home, chunks))
         rng.shuffle(found)
         if found:
             per_file.append(found[:PER_FILE])
-    holes = [h for group in per_file for h in group]
-    rng.shuffle(holes)
-    return holes[:limit]
+    cases = [c for group in per_file for c in group]
+    rng.shuffle(cases)
+    return cases[:limit]
 
 
 def _store_chunks(
@@ -157,11 +159,10 @@ class Tally:
     writes_name: int = 0
     ms: list[float] = field(default_factory=list)  # per fill: prepare and decode
 
-    def add(self, hole: Hole, fill: str, ms: float) -> None:
-        self.exact += fill.rstrip() == hole.line.rstrip()
-        doc = hole.prefix + fill.rstrip("\n") + "\n" + hole.suffix
-        self.parses += _parse(doc) is not None
-        self.writes_name += hole.name in fill
+    def add(self, case: Case, fill: str, ms: float) -> None:
+        self.exact += fill.rstrip() == case.hole.middle.rstrip()
+        self.parses += _parse(case.hole.filled(fill.rstrip("\n") + "\n")) is not None
+        self.writes_name += case.name in fill
         self.ms.append(ms)
 
     def summary(self, n: int) -> dict[str, Any]:
@@ -188,12 +189,12 @@ def _fill(engine: Any, hole: Hole, extra: Sequence[tuple[str, str]], cfg: Config
     from ..params import InfillParams
     from ..service.native import NativeAsk, prepare
 
-    span = max(1, min(cfg.max_span, len(engine.encode(hole.line))))
+    span = max(1, min(cfg.max_span, len(engine.encode(hole.middle))))
     ask = NativeAsk(
-        text=hole.prefix + hole.suffix,
-        offset=len(hole.prefix),
+        text=hole.text,
+        offset=hole.offset,
         end=None,
-        language_id="python",
+        language_id=hole.language_id,
         priority="invoked",
         candidates=1,
         prefix_tokens=cfg.prefix_tokens,
@@ -215,35 +216,35 @@ def evaluate(cfg: Config) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     engine = load(cfg.model, device="cpu")  # first: a bad --model fails before the corpus walk
-    holes = crossfile_holes(cfg.limit, cfg.seed)
+    cases = crossfile_holes(cfg.limit, cfg.seed)
     plain, crossed = Tally(), Tally()
     choose_ms: list[float] = []
     extra_tokens: list[int] = []
     found = 0  # holes whose chosen and placed chunks include the definition's module
     try:
-        if holes:  # a warm-up fill, not counted: the first one pays for lazy set-up
-            _fill(engine, holes[0], (), cfg)
-        for hole in holes:
+        if cases:  # a warm-up fill, not counted: the first one pays for lazy set-up
+            _fill(engine, cases[0].hole, (), cfg)
+        for case in cases:
             store = ChunkStore(roots=("file:///stdlib",))
-            for uri, text, first, source in hole.chunks:
+            for uri, text, first, source in case.chunks:
                 store.add(uri, text, first, source)
-            uri = f"file:///stdlib/{hole.rel}"
-            choice = store.choose(uri, hole.prefix + hole.suffix, len(hole.prefix), 128)
+            uri = f"file:///stdlib/{case.hole.origin}"
+            choice = store.choose(uri, case.hole.text, case.hole.offset, 128)
             choose_ms.append(choice.ms)
             for tally, extra in ((plain, ()), (crossed, choice.extra)):
                 t = time.perf_counter()
-                prepared, result = _fill(engine, hole, extra, cfg)
-                tally.add(hole, result.text, (time.perf_counter() - t) * 1000)
+                prepared, result = _fill(engine, case.hole, extra, cfg)
+                tally.add(case, result.text, (time.perf_counter() - t) * 1000)
                 placed = prepared.context.extra
                 if extra and placed is not None:
                     extra_tokens.append(len(placed.ids))
-                    found += hole.home in placed.files
+                    found += case.home in placed.files
     finally:
         engine.close()
-    n = len(holes)
+    n = len(cases)
     return {
         "holes": n,
-        "files": len({h.rel for h in holes}),
+        "files": len({c.hole.origin for c in cases}),
         "model": cfg.model,
         "budgets": {
             "prefix_tokens": cfg.prefix_tokens,

@@ -36,7 +36,8 @@ from typing import Any
 import torch
 
 from .corpus import SourceFile, split_corpus
-from .humaneval import DEFAULT_DATA, HUMANEVAL, PassStats, read_humaneval
+from .holes import Hole
+from .humaneval import DEFAULT_DATA, HUMANEVAL, PassStats, humaneval_holes, read_humaneval
 from .sandbox import run_sandboxed
 from .span_eval import evaluate_task, format_task
 
@@ -49,10 +50,10 @@ def heldout_texts(heldout_percent: int = 3) -> list[str]:
     return [f.text for f in held]
 
 
-def heldout_lines(texts: Sequence[str], n: int, seed: int) -> list[tuple[str, str, str]]:
-    """(prefix, line, suffix) triples: a held-out non-blank code line with its file around it."""
+def heldout_lines(texts: Sequence[str], n: int, seed: int) -> list[Hole]:
+    """Line holes: a held-out non-blank code line taken out of its file."""
     rng = random.Random(seed)
-    out: list[tuple[str, str, str]] = []
+    out: list[Hole] = []
     for _ in range(n * 50):
         if len(out) >= n:
             break
@@ -65,14 +66,14 @@ def heldout_lines(texts: Sequence[str], n: int, seed: int) -> list[tuple[str, st
         body = line.strip()
         if len(body) < 4 or body.startswith("#") or not line.endswith("\n"):
             continue
-        out.append(("".join(lines[:i]), line, "".join(lines[i + 1 :])))
+        out.append(Hole.cut("".join(lines[:i]), line, "".join(lines[i + 1 :]), "line"))
     return out
 
 
-def heldout_bodies(texts: Sequence[str], n: int, seed: int) -> list[tuple[str, str, str]]:
-    """(prefix, body, suffix) triples: the statements of a held-out function of 2-12 lines
-    (after its docstring), the hole an editor's "fill function body" leaves."""
-    found: list[tuple[str, str, str]] = []
+def heldout_bodies(texts: Sequence[str], n: int, seed: int) -> list[Hole]:
+    """Function-body holes: the statements of a held-out function of 2-12 lines (after its
+    docstring) taken out, the hole an editor's "fill function body" leaves."""
+    found: list[Hole] = []
     for text in texts:
         try:
             tree = ast.parse(text)
@@ -92,9 +93,12 @@ def heldout_bodies(texts: Sequence[str], n: int, seed: int) -> list[tuple[str, s
                 continue
             if lines[first][: body[0].col_offset].strip():
                 continue  # a one-line `def f(): return x`
-            found.append(
-                ("".join(lines[:first]), "".join(lines[first:last]), "".join(lines[last:]))
+            prefix, body_text, suffix = (
+                "".join(lines[:first]),
+                "".join(lines[first:last]),
+                "".join(lines[last:]),
             )
+            found.append(Hole.cut(prefix, body_text, suffix, "function_body"))
     random.Random(seed).shuffle(found)
     return found[:n]
 
@@ -219,33 +223,27 @@ def _params(span: int, threshold: float | None) -> Any:
 
 
 def exact_match(
-    engine: Any,
-    triples: Sequence[tuple[str, str, str]],
-    span: int | None,
-    threshold: float | None,
+    engine: Any, holes: Sequence[Hole], span: int | None, threshold: float | None
 ) -> PassStats:
-    """Fills each (prefix, middle, suffix) hole; span None = the middle's own token length."""
+    """Fills each hole; span None = the middle's own token length."""
     stats = PassStats()
-    for prefix, middle, suffix in triples:
-        n = span if span is not None else max(1, len(engine.encode(middle)))
-        res = engine.infill(prefix, suffix, _params(n, threshold))
-        stats.add(res.text.rstrip() == middle.rstrip(), res)
+    for hole in holes:
+        n = span if span is not None else max(1, len(engine.encode(hole.middle)))
+        res = engine.infill(hole.prefix, hole.suffix, _params(n, threshold))
+        stats.add(res.text.rstrip() == hole.middle.rstrip(), res)
     return stats
 
 
 def humaneval_pass(
-    engine: Any, rows: Sequence[dict[str, Any]], span: int | None, cfg: EvalConfig
+    engine: Any, holes: Sequence[Hole], span: int | None, cfg: EvalConfig
 ) -> PassStats:
-    """span None = oracle: the token length of the canonical middle."""
+    """Each HumanEval hole's check program run on its fill; span None = oracle: the token
+    length of the canonical middle."""
     stats = PassStats()
-    for row in rows:
-        n = span if span is not None else max(1, len(engine.encode(row["canonical_solution"])))
-        res = engine.infill(row["prompt"], row["suffix"], _params(n, cfg.threshold))
-        program = (
-            row["prompt"] + res.text + row["suffix"] + "\n" + row["test"] + "\n"
-            f"check({row['entry_point']})\n"
-        )
-        stats.add(run_sandboxed(program, cfg.timeout), res)
+    for hole in holes:
+        n = span if span is not None else max(1, len(engine.encode(hole.middle)))
+        res = engine.infill(hole.prefix, hole.suffix, _params(n, cfg.threshold))
+        stats.add(run_sandboxed(f"{hole.filled(res.text)}\n{hole.check}", cfg.timeout), res)
     return stats
 
 
@@ -282,9 +280,9 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
             "next_token_accuracy": round(next_token_accuracy(ar, ar_windows), 4),
             "same_tokenizer": _vocab(ar) == _vocab(engine),
         }
-    triples = heldout_lines(texts, cfg.lines, cfg.seed)
-    fixed = exact_match(engine, triples, cfg.span, cfg.threshold)
-    oracle = exact_match(engine, triples, None, cfg.threshold)
+    lines = heldout_lines(texts, cfg.lines, cfg.seed)
+    fixed = exact_match(engine, lines, cfg.span, cfg.threshold)
+    oracle = exact_match(engine, lines, None, cfg.threshold)
     bodies = exact_match(engine, heldout_bodies(texts, cfg.bodies, cfg.seed), None, cfg.threshold)
     report["heldout_lines"] = {
         "holes": fixed.total,
@@ -302,9 +300,9 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     }
     path = cfg.data if cfg.data is not None else DEFAULT_DATA
     if path.is_file():
-        rows = read_humaneval(path, cfg.limit)
-        he_fixed = humaneval_pass(engine, rows, cfg.span, cfg)
-        he_oracle = humaneval_pass(engine, rows, None, cfg)
+        problems = humaneval_holes(read_humaneval(path, cfg.limit))
+        he_fixed = humaneval_pass(engine, problems, cfg.span, cfg)
+        he_oracle = humaneval_pass(engine, problems, None, cfg)
         report["humaneval_single_line"] = {
             "problems": he_fixed.total,
             "span": cfg.span,

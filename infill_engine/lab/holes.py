@@ -10,6 +10,10 @@ placed as an editor user would have it:
 - empty_body: (brace languages) the inside of a function body removed, the cursor between `{}`.
 
 The middle is exactly the text taken out, so "true length" means its tokens.
+
+`Hole` is the one evaluation hole of lab/: the span evaluation (HumanEval infilling and held-out
+lines), the model report, the cross-file evaluation and the drafts' evaluations cut theirs as
+it, and score fills with `filled` (and a HumanEval hole's `check` program).
 """
 
 from __future__ import annotations
@@ -29,11 +33,28 @@ _WORD = re.compile(r"\w+|[^\w\s]")
 
 @dataclass(frozen=True)
 class Hole:
-    kind: str
+    kind: str  # how it was cut: one of HOLE_KINDS, or an evaluation's own ("humaneval", ...)
     language_id: str
     text: str  # the document without the middle
     offset: int  # the cursor, a str offset into text
     middle: str  # what was taken out
+    origin: str = ""  # the file it was cut from, relative to its root ("": not from a file)
+    check: str | None = None  # a program run after the filled document (HumanEval's test and
+    # its `check(...)` call) that passes when the fill is right; None: scored by exact match
+
+    @classmethod
+    def cut(
+        cls,
+        prefix: str,
+        middle: str,
+        suffix: str,
+        kind: str,
+        language_id: str = "python",
+        origin: str = "",
+        check: str | None = None,
+    ) -> Hole:
+        """The hole that `prefix + middle + suffix` leaves with its middle taken out."""
+        return cls(kind, language_id, prefix + suffix, len(prefix), middle, origin, check)
 
     @property
     def prefix(self) -> str:
@@ -42,6 +63,10 @@ class Hole:
     @property
     def suffix(self) -> str:
         return self.text[self.offset :]
+
+    def filled(self, fill: str) -> str:
+        """The document with `fill` where the middle was."""
+        return self.text[: self.offset] + fill + self.text[self.offset :]
 
 
 def holes(text: str, language_id: str, kind: str, rng: random.Random, n: int) -> list[Hole]:

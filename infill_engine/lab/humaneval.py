@@ -1,13 +1,16 @@
-"""HumanEval-Infilling as this project reads it: the data file, its rows, and the pass tally
-that every evaluation of it keeps (evaluate.py, span_eval.py)."""
+"""HumanEval-Infilling as this project reads it: the data file, its rows as holes, and the pass
+tally that every evaluation of it keeps (evaluate.py, span_eval.py)."""
 
 from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .holes import Hole
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HUMANEVAL = "benchmarks/humaneval-infilling/HumanEval-SingleLineInfilling.jsonl.gz"
@@ -21,6 +24,21 @@ def read_humaneval(path: Path, limit: int | None) -> list[dict[str, Any]]:
         stride = len(rows) / limit  # spread the subset over all 164 problems
         rows = [rows[int(i * stride)] for i in range(limit)]
     return rows
+
+
+def humaneval_holes(rows: Sequence[dict[str, Any]]) -> list[Hole]:
+    """Each problem's hole: its canonical solution taken out, its test and `check(entry_point)`
+    the program that judges a fill."""
+    return [
+        Hole.cut(
+            r["prompt"],
+            r["canonical_solution"],
+            r["suffix"],
+            "humaneval",
+            check=f"{r['test']}\ncheck({r['entry_point']})\n",
+        )
+        for r in rows
+    ]
 
 
 @dataclass

@@ -28,7 +28,8 @@ from tqdm import tqdm
 
 from .. import planner
 from ..params import InfillParams, InfillResult
-from .humaneval import PassStats, read_humaneval
+from .holes import Hole
+from .humaneval import PassStats, humaneval_holes, read_humaneval
 from .sandbox import run_sandboxed
 
 TASK_FILES = {
@@ -37,15 +38,6 @@ TASK_FILES = {
     "random-span": "HumanEval-RandomSpanInfillingLight.jsonl.gz",
 }
 SETTINGS = ("fixed", "planned", "planned+expand", "oracle")
-
-
-@dataclass(frozen=True)
-class Hole:
-    prefix: str
-    middle: str  # the true text
-    suffix: str
-    test: str | None = None  # HumanEval: the check program; None: scored by exact match
-    entry_point: str = ""
 
 
 @dataclass
@@ -78,13 +70,6 @@ class SettingStats(PassStats):
 
 
 # -- holes ------------------------------------------------------------------------------------
-def humaneval_holes(rows: Sequence[dict[str, Any]]) -> list[Hole]:
-    return [
-        Hole(r["prompt"], r["canonical_solution"], r["suffix"], r["test"], r["entry_point"])
-        for r in rows
-    ]
-
-
 def corpus_holes(task: str, texts: Sequence[str], n: int, seed: int) -> list[Hole]:
     """Holes shaped like the task's, cut from held-out files that parse: one whole line, 2-8
     whole lines, or a random span of 4-160 characters that starts and ends anywhere."""
@@ -100,12 +85,12 @@ def corpus_holes(task: str, texts: Sequence[str], n: int, seed: int) -> list[Hol
             start = rng.randrange(len(text) // 8, len(text) - 8)
             end = min(len(text), start + rng.randint(4, 160))
             middle = text[start:end]
-            hole = Hole(text[:start], middle, text[end:])
+            hole = Hole.cut(text[:start], middle, text[end:], task)
         else:
             k = 1 if task == "single-line" else rng.randint(2, 8)
             i = rng.randrange(5, max(6, len(lines) - k))
             middle = "".join(lines[i : i + k])
-            hole = Hole("".join(lines[:i]), middle, "".join(lines[i + k :]))
+            hole = Hole.cut("".join(lines[:i]), middle, "".join(lines[i + k :]), task)
         if len(middle.strip()) < 4 or middle.lstrip().startswith("#"):
             continue
         out.append(hole)
@@ -132,9 +117,9 @@ def fill(engine: Any, hole: Hole, setting: str, span: int, threshold: float | No
         n = max(1, len(engine.encode(hole.middle)))
         return engine.infill(hole.prefix, hole.suffix, replace(base, span=n, max_span=max(n, 512)))
     p = planner.plan(
-        hole.prefix + hole.suffix,
-        len(hole.prefix),
-        "python",
+        hole.text,
+        hole.offset,
+        hole.language_id,
         engine.encode,
         max_positions=engine.args.max_positions,
         block_size=base.block_size,
@@ -146,14 +131,13 @@ def fill(engine: Any, hole: Hole, setting: str, span: int, threshold: float | No
 def score(hole: Hole, text: str, timeout: float) -> tuple[bool, bool]:
     """(passed, parses): the tests pass (HumanEval) or the text is the middle (corpus), and the
     document with the fill in place parses."""
-    document = hole.prefix + text + hole.suffix
+    document = hole.filled(text)
     parses = _parses(document)
-    if hole.test is None:
+    if hole.check is None:
         return text.strip() == hole.middle.strip(), parses
     if not parses:
         return False, False
-    program = f"{document}\n{hole.test}\ncheck({hole.entry_point})\n"
-    return run_sandboxed(program, timeout), True
+    return run_sandboxed(f"{document}\n{hole.check}", timeout), True
 
 
 def run_task(

@@ -71,17 +71,13 @@ def broken(hole: Hole) -> str:
     return hole.text[:start] + indent + "raise RuntimeError('hole')" + hole.text[end:]
 
 
-def filled(hole: Hole, text: str) -> str:
-    return hole.text[: hole.offset] + text + hole.text[hole.offset :]
-
-
 def telling_holes(root: Path, n: int, seed: int) -> list[tuple[Path, Hole, Path]]:
     """Up to n holes whose tests pass with the true line and fail with it broken."""
     kept = []
     for path, hole in repo_holes(root, n * 6, seed, only=lambda p: find_tests(root, p) is not None):
         tests = find_tests(root, path)
         assert tests is not None
-        if passes(root, path, filled(hole, hole.middle), tests) and not passes(
+        if passes(root, path, hole.filled(hole.middle), tests) and not passes(
             root, path, broken(hole), tests
         ):
             kept.append((path, hole, tests))
@@ -118,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         for (path, hole, tests), answer in zip(cases, answers, strict=True):
             text = answer.invoked or ""
             exact += text.strip() == hole.middle.strip()
-            ok += passes(root, path, filled(hole, text), tests)
+            ok += passes(root, path, hole.filled(text), tests)
         report[mode] = {"pass@1": ok / len(cases), "exact": exact / len(cases)}
     print(f"{root.name}: {len(cases)} holes whose tests tell")
     for mode in ("off", "on"):

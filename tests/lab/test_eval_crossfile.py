@@ -31,14 +31,14 @@ def test_holes_use_a_name_defined_in_a_sibling_module(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / user).write_text(USER)
     (tmp_path / helpers).write_text(SIBLING)
-    holes = crossfile_holes(10, 0, root=tmp_path)
-    assert [h.line for h in holes] == ["    return [frobnicate(i) for i in items]\n"]
-    (hole,) = holes
-    assert hole.name == "frobnicate" and hole.home == helpers and hole.rel == user
-    uri, text, first, source = hole.chunks[0]
+    cases = crossfile_holes(10, 0, root=tmp_path)
+    assert [c.hole.middle for c in cases] == ["    return [frobnicate(i) for i in items]\n"]
+    (case,) = cases
+    assert case.name == "frobnicate" and case.home == helpers and case.hole.origin == user
+    uri, text, first, source = case.chunks[0]
     assert uri.endswith(helpers) and "def frobnicate(x):" in text and source == "edit"
     assert first > 0 and text.count("\n") <= 64
-    assert hole.prefix + hole.line + hole.suffix == USER
+    assert case.hole.filled(case.hole.middle) == USER
 
 
 def crossfile_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -117,10 +117,10 @@ def test_heldout_bodies_are_function_statements_after_the_docstring() -> None:
         "        return y\n"
     )
     bodies = heldout_bodies([text], 10, seed=0)
-    middles = sorted(b[1] for b in bodies)
+    middles = sorted(b.middle for b in bodies)
     assert middles == ["        y = 1\n        return y\n", "    x = a + b\n    return x\n"]
-    for prefix, middle, suffix in bodies:
-        assert prefix + middle + suffix == text
+    for b in bodies:
+        assert b.filled(b.middle) == text and b.kind == "function_body"
 
 
 def test_sandbox_limits_bite() -> None:
@@ -155,18 +155,20 @@ class _Scripted:
 
 def test_exact_match_and_pass_at_1_arithmetic() -> None:
     from infill_engine.lab.evaluate import EvalConfig, exact_match, humaneval_pass
+    from infill_engine.lab.holes import Hole
+    from infill_engine.lab.humaneval import humaneval_holes
 
-    triples = [
-        ("a = ", "1 + 2\n", "\n"),  # right, trailing whitespace aside
-        ("b = ", "f(x)\n", "\n"),  # wrong: a leading space is a different line
-        ("c = ", "g(y, z)\n", "\n"),  # wrong text
+    holes = [
+        Hole.cut("a = ", "1 + 2\n", "\n", "line"),  # right, trailing whitespace aside
+        Hole.cut("b = ", "f(x)\n", "\n", "line"),  # wrong: a leading space is a different line
+        Hole.cut("c = ", "g(y, z)\n", "\n", "line"),  # wrong text
     ]
     engine = _Scripted({"a = ": "1 + 2  \n\n", "b = ": " f(x)\n", "c = ": "g(y)\n"})
-    stats = exact_match(engine, triples, None, None)
+    stats = exact_match(engine, holes, None, None)
     assert (stats.passed, stats.total) == (1, 3) and stats.rate == pytest.approx(1 / 3)
     assert engine.spans == [3, 1, 2]  # oracle span: the middle's own token length
     assert stats.tokens_per_forward == 2.0  # 12 tokens over 6 forward passes
-    fixed = exact_match(engine, triples, 24, None)
+    fixed = exact_match(engine, holes, 24, None)
     assert engine.spans[3:] == [24, 24, 24] and fixed.passed == 1
 
     rows = [
@@ -180,7 +182,7 @@ def test_exact_match_and_pass_at_1_arithmetic() -> None:
         for name in ("inc", "bad")
     ]
     engine = _Scripted({"def inc(x):\n": "    return x + 1\n", "def bad(x):\n": "    return x\n"})
-    he = humaneval_pass(engine, rows, None, EvalConfig(timeout=20))
+    he = humaneval_pass(engine, humaneval_holes(rows), None, EvalConfig(timeout=20))
     assert (he.passed, he.total) == (1, 2) and he.rate == 0.5
     assert engine.spans == [4, 4]
 
@@ -218,14 +220,8 @@ def test_span_eval_fills_the_same_holes_four_ways() -> None:
     token length, the fixed span is the given one, and the scores are what the sandbox and the
     exact match say (a canonical solution passes, and a planted right answer is an exact match)."""
     from infill_engine import load
-    from infill_engine.lab.span_eval import (
-        SETTINGS,
-        Hole,
-        corpus_holes,
-        format_task,
-        run_task,
-        score,
-    )
+    from infill_engine.lab.holes import Hole
+    from infill_engine.lab.span_eval import SETTINGS, corpus_holes, format_task, run_task, score
 
     text = "".join(f"def f{i}(x):\n    y = x + {i}\n    return y * 2\n\n\n" for i in range(8))
     holes = corpus_holes("single-line", [text], 3, seed=0)
@@ -234,13 +230,12 @@ def test_span_eval_fills_the_same_holes_four_ways() -> None:
     spans = corpus_holes("random-span", [text], 3, seed=0)
     assert all(4 <= len(h.middle) <= 160 for h in spans)
 
-    right = Hole(
-        "def f(x):\n", "    return x + 1\n", "\n", "def check(f):\n    assert f(1) == 2\n", "f"
-    )
+    check = "def check(f):\n    assert f(1) == 2\n\ncheck(f)\n"
+    right = Hole.cut("def f(x):\n", "    return x + 1\n", "\n", "humaneval", check=check)
     assert score(right, right.middle, 10.0) == (True, True)
     assert score(right, "    return x\n", 10.0) == (False, True)  # parses, fails its test
     assert score(right, "    return (\n", 10.0) == (False, False)
-    plain = Hole("a = 1\n", "b = 2\n", "c = 3\n")
+    plain = Hole.cut("a = 1\n", "b = 2\n", "c = 3\n", "line")
     assert score(plain, " b = 2 ", 1.0)[0] and not score(plain, "b = 3\n", 1.0)[0]
 
     engine = load("builtin")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from infill_engine.lab.eval_drafts import ask_all, repo_holes
-from infill_engine.lab.testbed import broken, filled, find_tests, passes, telling_holes
+from infill_engine.lab.testbed import broken, find_tests, passes, telling_holes
 
 SOURCE = """def double(x):
     y = x
@@ -56,7 +56,7 @@ def test_holes_are_kept_only_where_the_tests_tell(tmp_path: Path) -> None:
     assert kept, "the doubled and tripled results are tested"
     for path, hole, _ in kept:
         assert path == source and "label" not in hole.middle  # name_of is not tested
-        assert passes(tmp_path, path, filled(hole, hole.middle), tests)
+        assert passes(tmp_path, path, hole.filled(hole.middle), tests)
         assert not passes(tmp_path, path, broken(hole), tests)
 
 
