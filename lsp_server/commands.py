@@ -13,7 +13,7 @@ import grammars
 
 from . import stubs, syntax
 from .engines.backend import Backend
-from .engines.engine_client import Filled, Hole, Refinement
+from .engines.engine_client import Filled, Hole
 from .finish import finish
 from .options import Options, decode_params
 
@@ -191,17 +191,18 @@ async def refine_selection(
     if not text[start:end].strip():
         raise CommandError("select some code to refine")
     confirm = _ask_first(text, start, end, language_id, (start, end), can_confirm, "the code")
-    job = Refinement(
+    hole = Hole(
         text,
         start,
         end,
         language_id,
+        "command",
+        1,
         opts.context.prefix_tokens,
         opts.context.suffix_tokens,
-        fraction,
         decode_params(opts.decode),  # refine sets the span and holds end tokens off itself
         threading.Event(),
     )
-    r = await backend.refine(job)
+    r = await backend.refine(hole, fraction)
     what = f"refined {r.changed} of {len(r.remasked)} unlikely tokens"
     return _checked(Edit(start, end, r.text, what, confirm), text, language_id)

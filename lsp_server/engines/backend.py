@@ -8,9 +8,12 @@ old engine's client first (the in-process engine's queued and running fills end 
 the service's connection is dropped), so two models are never both in use.
 
 The clients implement engine_client.py's `EngineClient`: local_engine.py (the in-process
-engine: planning, the context, its scheduler's priorities, batching, cancellation) and
+engine: planning, the context, its scheduler's priorities, batching, cancellation),
 remote_engine.py (the engine service: one `v2/infill` per hole, `cancel {id}`, reconnection
-with backoff). They share this backend's `Ledger` and do not import this module.
+with backoff) and fim_remote.py (an OpenAI-compatible FIM API). They do not import this
+module: each gets a `Port` of its own (this backend's `Ledger`, its log, a way to say how the
+engine stands), and this backend is the one writer of `state` and `error`. A client it lets go
+keeps its port, shut: a reply that reaches it after a reload changes nothing here.
 
 With `engineAddress` nothing here imports torch or reads a model file: `load` (and with it
 torch, the loader, the model) is imported only when the in-process engine loads.
@@ -36,7 +39,7 @@ from .engine_client import (
     Hole,
     Ledger,
     NotReady,
-    Refinement,
+    Port,
     State,
     Superseded,
 )
@@ -54,47 +57,89 @@ log = logging.getLogger("dllm-infill-ls.backend")
 
 
 class Backend:
-    """The engine in use and how it stands; every model call goes through here."""
+    """The engine in use and how it stands; every model call goes through here. `engine`: an
+    engine already loaded, in use from the start (`ready`), as a test or a tool injects it."""
 
     def __init__(
-        self, log: Callable[[str], None], tell: Callable[[str], None] | None = None
+        self,
+        log: Callable[[str], None],
+        tell: Callable[[str], None] | None = None,
+        engine: Engine | None = None,
     ) -> None:
         self.log = log
         self.tell = tell or log  # what the user must see (a lost engine service), once
-        self.state: State = "idle"
-        self.error: str | None = None
-        self.engine: Engine | None = None  # the in-process engine
+        self._state: State = "idle"
+        self._error: str | None = None
         self.backoff_s = (0.5, 10.0)  # reconnecting to the service: first delay, longest delay
         self.options = EngineOptions()
         self._ledger = Ledger()
         self.loads = 0  # model loads that ran on the worker
-        self._local: LocalEngineClient | None = None  # the client of the in-process engine
-        # with engineAddress: the engine service, or an OpenAI-compatible API (openai+URL)
-        self._service: RemoteEngineClient | FimEngineClient | None = None
+        self._port: Port | None = None  # the port of the client in use
+        self._client: EngineClient | None = None
+        if engine is not None:
+            self._use(LocalEngineClient(engine, self._open_port()))
+            self._write("ready", None)
+
+    # -- how it stands: written here alone (the load, and the client's port) --------------------
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+    def _write(self, state: State, error: str | None) -> None:
+        self._state, self._error = state, error
+
+    def _open_port(self) -> Port:
+        """A port for the next client; the one before it is shut."""
+        if self._port is not None:
+            self._port.shut()
+        self._port = Port(
+            self._ledger, lambda: (self._state, self._error), self._write, self.log, self.tell
+        )
+        return self._port
+
+    def _use(self, client: EngineClient | None) -> None:
+        """Put `client` in use; the one before it is closed (its port shut first)."""
+        old, self._client = self._client, client
+        if old is not None:
+            old.close()
 
     @property
     def counters(self) -> Counters:
         return self._ledger.counters
 
     @property
+    def client(self) -> EngineClient | None:
+        """The client of the engine in use."""
+        return self._client
+
+    @property
+    def engine(self) -> Engine | None:
+        """The in-process engine, when that is the one in use."""
+        client = self._client
+        return client.engine if isinstance(client, LocalEngineClient) else None
+
+    @property
     def remote(self) -> Link | None:
         """The engine service's connection (engineAddress)."""
-        return self._service.remote if self._service is not None else None
+        client = self._client
+        return client.remote if isinstance(client, RemoteEngineClient) else None
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def load(self, options: EngineOptions, report: Callable[[str], None]) -> None:
         """Load the model on the worker; never raises (a failure is the `failed` state)."""
-        self.state, self.error, self.options = "loading", None, options
-        old = self._client()
-        self.engine, self._local, self._service = None, None, None
-        if old is not None:
-            old.close()
+        port = self._open_port()  # the old client's reports change nothing from here on
+        self._use(None)
+        self.options = options
+        self._write("loading", None)
         if options.address is not None:
-            client = (
-                FimEngineClient if options.address.startswith(FIM_PREFIX) else RemoteEngineClient
-            )
-            self._service = client(self, options, self._ledger, self.backoff_s)
-            await self._service.connect(report)
+            kind = FimEngineClient if options.address.startswith(FIM_PREFIX) else RemoteEngineClient
+            service = kind(port, options, self.backoff_s)
+            self._use(service)
+            await service.connect(report)
             return
         report(f"loading {options.model} on {options.device}")
         t0 = time.perf_counter()
@@ -109,14 +154,17 @@ class Backend:
             from infill_engine.loader import ModelLoadError  # loaded by now: no new import
 
             if isinstance(e, ModelLoadError):
-                self.error = str(e)  # says what is wrong with the directory
+                error = str(e)  # says what is wrong with the directory
             else:
-                self.error = f"{type(e).__name__}: {e}"
+                error = f"{type(e).__name__}: {e}"
                 log.error("loading %s failed", options.model, exc_info=e)
-            self.state, self.engine = "failed", None
+            port.failed(error)
             return
-        self.engine, self.state = engine, "ready"
-        self.log(
+        if not port.open:  # closed (or loaded again) meanwhile: this engine is not wanted
+            engine.close()
+            return
+        self._use(LocalEngineClient(engine, port))
+        port.ready(
             f"model {options.model} ready on {engine.device} ({engine.dtype}) "
             f"in {time.perf_counter() - t0:.1f}s"
         )
@@ -134,20 +182,11 @@ class Backend:
     def close(self) -> None:
         """Stop: queued calls never start, running ones stop at their next pass."""
         self._ledger.cancel_all()
-        client = self._client()
+        if self._port is not None:
+            self._port.shut()
+        client = self._client
         if client is not None:
             client.close()
-
-    def _client(self) -> EngineClient | None:
-        """The client of the engine in use: the service's, else the in-process engine's."""
-        if self._service is not None:
-            return self._service
-        engine = self.engine
-        if engine is None:
-            return None
-        if self._local is None or self._local.engine is not engine:
-            self._local = LocalEngineClient(engine, self._ledger)
-        return self._local
 
     def status(self) -> dict[str, Any]:
         e = self.engine
@@ -165,7 +204,7 @@ class Backend:
             "torch_loaded": "torch" in sys.modules,  # never, with engineAddress
             **self._ledger.snapshot(),
         }
-        client = self._client()
+        client = self._client
         if client is not None:
             out.update(client.status())
         return out
@@ -173,14 +212,14 @@ class Backend:
     @property
     def positions(self) -> int | None:
         """The positions of the model in use, when known: the settings are clamped to them."""
-        client = self._client() if self.state == "ready" else None
+        client = self._client if self.state == "ready" else None
         return client.positions if client is not None else None
 
     # -- model calls ------------------------------------------------------------------------------
     def _ready_client(self) -> EngineClient:
         if self.state != "ready":
             raise NotReady(self.error or f"the model is {self.state}")
-        client = self._client()
+        client = self._client
         if client is None:
             raise NotReady(self.error or "the engine service is not connected")
         return client
@@ -193,8 +232,11 @@ class Backend:
             raise ValueError(f"priority must be one of {list(PRIORITIES)}, got {hole.priority!r}")
         return await self._ready_client().fill(hole)
 
-    async def refine(self, job: Refinement) -> RefineResult:
-        return await self._ready_client().refine(job)
+    async def refine(self, hole: Hole, fraction: float) -> RefineResult:
+        """Remask `fraction` of the selection [hole.offset, hole.end) and decode it again."""
+        if hole.end is None or hole.end <= hole.offset:
+            raise ValueError("refine needs a selection: a hole with an end past its offset")
+        return await self._ready_client().refine(hole, fraction)
 
 
 def _weights_mib(engine: Engine) -> float:

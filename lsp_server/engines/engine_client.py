@@ -1,21 +1,25 @@
 """What the language server asks of an engine, wherever it runs: the `EngineClient` protocol, the
-two errors a call may end in (`NotReady`, `Superseded`), and the one `Ledger` of the calls that
-every client writes to and `dllm/status` reads (counters, cancel flags of calls in flight).
+two errors a call may end in (`NotReady`, `Superseded`), the one `Ledger` of the calls that
+every client writes to and `dllm/status` reads (counters, cancel flags of calls in flight), and
+the `Port` through which a client reports how its engine stands.
 
 A call names a hole in a document (`Hole`: the text, the cursor or a selection, the budgets,
 the settings), not a prefix and a suffix: the engine plans the span, cuts the context to the
 budgets and tokenizes it, so a client that has no tokenizer (the engine service's) asks the same
 question as the in-process one. The answer (`Filled`) says which part of the text the model saw.
+A refine names a hole too (the selection), and is cut the same way on either side.
 
-Two clients implement the protocol: the in-process engine (local_engine.py) and the engine
-service (remote_engine.py). backend.py holds one of them at a time; neither imports it. Nothing
-here imports torch.
+Three clients implement the protocol: the in-process engine (local_engine.py), the engine
+service (remote_engine.py) and an OpenAI-compatible FIM API (fim_remote.py). backend.py holds
+one of them at a time and is the one writer of how it stands (`state`, `error`): a client
+reports through the `Port` the backend handed it, and imports no backend. Nothing here imports
+torch.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
@@ -90,29 +94,15 @@ class Filled:
         return hole.text[self.start : hole.offset], hole.text[hole.after : self.stop]
 
 
-@dataclass(frozen=True)
-class Refinement:
-    """Remask `fraction` of the selection [start, end) of `text` and decode it again, the
-    context around it within the budgets."""
-
-    text: str
-    start: int
-    end: int
-    language_id: str
-    prefix_tokens: int
-    suffix_tokens: int
-    fraction: float
-    params: InfillParams
-    cancel: threading.Event
-
-
 class EngineClient(Protocol):
     """One engine, in this process or behind a service. A set `cancel` flag (or a cancelled
     caller) stops a call: `Superseded` when it had not reached the model yet."""
 
     async def fill(self, hole: Hole) -> Filled: ...
 
-    async def refine(self, job: Refinement) -> RefineResult: ...
+    async def refine(self, hole: Hole, fraction: float) -> RefineResult:
+        """Remask `fraction` of the selection [hole.offset, hole.end) and decode it again, the
+        context around it cut to the hole's budgets as a fill's is (service/refine.py)."""
 
     def close(self) -> None:
         """Queued calls never start, running ones stop at their next pass."""
@@ -191,3 +181,67 @@ class Ledger:
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             return asdict(self.counters)
+
+
+class Port:
+    """How one client tells its backend how the engine stands. The backend is the one writer of
+    its `state` and `error`: it hands each client it puts in use a port of its own, and shuts the
+    port when it lets the client go (a reload, close), so a client it has replaced changes
+    nothing by reporting late (a reply that arrives after the reload, say)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        read: Callable[[], tuple[State, str | None]],
+        write: Callable[[State, str | None], None],
+        log: Callable[[str], None],
+        tell: Callable[[str], None],
+    ) -> None:
+        self.ledger = ledger  # the backend's: every call is counted there
+        self._read, self._write, self._log, self._tell = read, write, log, tell
+        self.open = True
+
+    @property
+    def state(self) -> State:
+        return self._read()[0]
+
+    @property
+    def error(self) -> str | None:
+        return self._read()[1]
+
+    def ready(self, message: str | None = None) -> None:
+        """The engine answers: completions (resume), the error cleared; `message` logged."""
+        if self.open:
+            self._write("ready", None)
+            if message:
+                self._log(message)
+
+    def failed(self, error: str, tell: bool = False) -> None:
+        """No completions, for `error`; `tell`: the user sees it (once, the caller's to say)."""
+        if self.open:
+            self._write("failed", error)
+            if tell:
+                self.tell(error)
+
+    def troubled(self, error: str, tell: bool = False) -> None:
+        """Ready, but calls fail for now (`error`, a pause the client keeps itself)."""
+        if self.open:
+            self._write(self.state, error)
+            if tell:
+                self.tell(error)
+
+    def log(self, message: str) -> None:
+        if self.open:
+            self._log(message)
+
+    def tell(self, message: str) -> None:
+        """What the user must see; the log has it when no one can be told (any more)."""
+        if not self.open:
+            return
+        try:
+            self._tell(message)
+        except Exception:
+            self._log(message)
+
+    def shut(self) -> None:
+        self.open = False

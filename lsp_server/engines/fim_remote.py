@@ -48,9 +48,9 @@ from infill_engine.params import InfillResult, RefineResult, StopReason
 from infill_engine.stop import StopRule
 
 from ..options import FIM_PREFIX, EngineOptions
-from .engine_client import Filled, Hole, Ledger, NotReady, Refinement, Superseded
+from .engine_client import Filled, Hole, NotReady, Port, Superseded
 from .remote import RemoteError
-from .remote_engine import CANCEL_POLL_S, Host
+from .remote_engine import CANCEL_POLL_S
 from .window import window
 
 log = logging.getLogger("dllm-infill-ls.backend")  # a part of the backend, as remote_engine is
@@ -130,11 +130,9 @@ class FimEngineClient:
 
     remote = None  # no engine-service link (backend.remote)
 
-    def __init__(
-        self, host: Host, options: EngineOptions, ledger: Ledger, backoff_s: tuple[float, float]
-    ) -> None:
+    def __init__(self, port: Port, options: EngineOptions, backoff_s: tuple[float, float]) -> None:
         assert options.address is not None
-        self.host, self.options, self.ledger = host, options, ledger
+        self.port, self.options, self.ledger = port, options, port.ledger
         self.address = parse_fim_address(options.address)
         self.route = self.address.route
         self.model = options.api_model
@@ -159,38 +157,34 @@ class FimEngineClient:
 
     # -- connecting -------------------------------------------------------------------------------
     async def connect(self, report: Callable[[str], None]) -> None:
-        """The first attempt, and how the load ends (the host's state); never raises."""
+        """The first attempt, and how the load ends (reported); never raises."""
         report(f"connecting to the completion API at {self.address.base}")
         if await self._hello() is None:
             self._retry = asyncio.get_running_loop().create_task(self._retry_loop())
 
     async def _hello(self) -> bool | None:
         """`GET {base}/models`: True when ready, False when refused for good, None to retry."""
-        host, base = self.host, self.address.base
+        port, base = self.port, self.address.base
         try:
             reply = await self._client().get(f"{base}/models", timeout=CONNECT_TIMEOUT_S)
         except httpx.HTTPError as e:
-            host.state = "failed"
-            host.error = f"completion API {base} is unreachable ({_why(e)}); retrying meanwhile"
+            port.failed(f"completion API {base} is unreachable ({_why(e)}); retrying meanwhile")
             return None
         if reply.status_code in (401, 403):
-            host.state, host.error = "failed", self._refused(reply.status_code)
+            port.failed(self._refused(reply.status_code))
             return False
         if reply.status_code == 429 or reply.status_code >= 500:
-            host.state = "failed"
-            host.error = f"completion API {base} answered HTTP {reply.status_code}; retrying"
+            port.failed(f"completion API {base} answered HTTP {reply.status_code}; retrying")
             return None
         if self.model is None and reply.status_code == 200:
             self.model = _first_model(reply)
         if self.model is None:
-            host.state = "failed"
-            host.error = (
+            port.failed(
                 f"completion API {base} lists no model (GET /models: HTTP {reply.status_code}); "
                 "set engineModel to the model to ask for"
             )
             return False
-        host.state, host.error = "ready", None
-        host.log(f"completion API {base} ready: model {self.model}")
+        port.ready(f"completion API {base} ready: model {self.model}")
         return True
 
     async def _retry_loop(self) -> None:
@@ -240,7 +234,7 @@ class FimEngineClient:
         if self.closed:
             raise NotReady("the completion API client is closed")
         if time.monotonic() < self.paused_until:
-            raise NotReady(self.host.error or "the completion API asked to wait")
+            raise NotReady(self.port.error or "the completion API asked to wait")
         if hole.cancel.is_set():
             raise Superseded
         p = hole.params
@@ -272,7 +266,7 @@ class FimEngineClient:
         self.ledger.record(result, ms, kind=plan.kind, route=self.route)
         return Filled([result], plan.kind, plan.span, start, stop)
 
-    async def refine(self, job: Refinement) -> RefineResult:
+    async def refine(self, hole: Hole, fraction: float) -> RefineResult:
         raise RemoteError(
             "refining a selection needs a diffusion engine of our own (in-process or "
             "dllm-infill serve); a completion API has no remasking",
@@ -321,9 +315,9 @@ class FimEngineClient:
     def _failed(self, response: httpx.Response) -> Exception:
         status, url = response.status_code, str(response.request.url)
         if status in (401, 403):
-            self.host.state, self.host.error = "failed", self._refused(status)
-            self._tell(self.host.error)
-            return NotReady(self.host.error)
+            refused = self._refused(status)
+            self.port.failed(refused, tell=True)
+            return NotReady(refused)
         if status == 429:
             wait = retry_after_s(response.headers.get("retry-after"))
             return self._trouble(f"{url} is rate limiting (HTTP 429)", pause=wait)
@@ -338,24 +332,17 @@ class FimEngineClient:
             first, longest = BACKOFF_S
             pause = min(longest, first * 2 ** max(0, self.failures - 1))
         self.paused_until = time.monotonic() + pause
-        self.host.error = what + (f"; retrying in {pause:g} s" if pause else "")
-        if not self.troubled:
-            self.troubled = True
-            self._tell(self.host.error)
-        else:
-            log.info("%s", self.host.error)
-        return NotReady(self.host.error)
+        error = what + (f"; retrying in {pause:g} s" if pause else "")
+        self.port.troubled(error, tell=not self.troubled)  # told once per episode
+        if self.troubled:
+            log.info("%s", error)
+        self.troubled = True
+        return NotReady(error)
 
     def _recovered(self) -> None:
         if self.troubled:
-            self.host.log(f"completion API {self.address.base} answers again; completions resume")
-        self.failures, self.troubled, self.host.error = 0, False, None
-
-    def _tell(self, message: str) -> None:
-        try:
-            self.host.tell(message)
-        except Exception:  # no client to tell (any more): the log has it
-            self.host.log(message)
+            self.port.ready(f"completion API {self.address.base} answers again; completions resume")
+        self.failures, self.troubled = 0, False
 
 
 async def _read(response: httpx.Response, stop: StopRule) -> tuple[str, str | None]:

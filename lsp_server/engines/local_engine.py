@@ -1,7 +1,8 @@
-"""The in-process engine as an `EngineClient` (engine_client.py): a hole is planned here
-(infill_engine/planner/), its context cut to the plan's budgets and tokenized once (context.py),
-and its candidate fills go through the engine's scheduler (infill_engine/scheduler.py), the same
-one the engine service uses; a refine runs on a thread of its own. Loading the engine is the
+"""The in-process engine as an `EngineClient` (engine_client.py): a hole is planned, its context
+cut to the plan's budgets and tokenized once by the engine service's own `prepare`
+(service/native.py), and its candidate fills go through the engine's scheduler
+(infill_engine/scheduler.py), the same one the engine service uses; a refine is the service's
+too (service/refine.py: the same cut), on a thread of its own. Loading the engine is the
 backend's (backend.py). This module imports no torch itself: the engine it is given has.
 
 Requests join one running batch between steps, in priority order (invoked, automatic,
@@ -17,24 +18,24 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from infill_engine import planner
-from infill_engine.context import Context, Tokens, build_context, tokenize_with
 from infill_engine.params import InfillResult, RefineResult
 from infill_engine.scheduler import Cancelled, SchedulerError
 from infill_engine.service.native import NativeAsk, Prepared, prepare
+from infill_engine.service.refine import RefineAsk, refine
 
-from .engine_client import Filled, Hole, Ledger, NotReady, Refinement, Superseded
+from .engine_client import Filled, Hole, Port, Superseded
 
 if TYPE_CHECKING:
     from infill_engine.engine import Engine
 
 
 class LocalEngineClient:
-    """One loaded `Engine`; its calls are counted in `ledger`."""
+    """One loaded `Engine`; its calls are counted in the ledger of `port`."""
 
-    def __init__(self, engine: Engine, ledger: Ledger) -> None:
+    def __init__(self, engine: Engine, port: Port) -> None:
         self.engine = engine
-        self.ledger = ledger
+        self.port = port  # nothing to report: an engine in process stands as long as it is loaded
+        self.ledger = port.ledger
         self._tasks: set[asyncio.Future[None]] = set()  # recording cancelled fills' outcomes
 
     @property
@@ -48,57 +49,11 @@ class LocalEngineClient:
         e = self.engine
         return {"device": str(e.device), "dtype": str(e.dtype).removeprefix("torch.")}
 
-    # -- what the engine service does on its side (service/native.py) ----------------------------
-    def plan(self, hole: Hole) -> planner.SpanPlan:
-        """The planner's view of the hole: span, growth, stop rule, budgets."""
-        engine, p = self.engine, hole.params
-        return planner.plan(
-            hole.text,
-            hole.offset,
-            hole.language_id,
-            engine.encode,
-            end=hole.end,
-            tree=hole.tree,
-            max_positions=engine.args.max_positions,
-            prefix_tokens=hole.prefix_tokens,
-            suffix_tokens=hole.suffix_tokens,
-            max_span=p.max_span,
-            block_size=p.block_size,
-        )
-
-    def context(self, text: str, offset: int, after: int, plan: planner.SpanPlan) -> Context:
-        """The context around [offset, after) of text, cut to the plan's budgets, tokenized
-        once: its ids are the request's. A selection's own text is not context."""
-        joined = text if after == offset else text[:offset] + text[after:]
-        return build_context(joined, offset, self.tokenize, plan.prefix_tokens, plan.suffix_tokens)
-
-    def tokenize(self, text: str) -> Tokens:
-        tokenizer = self.engine.tokenizer
-        if tokenizer is None:
-            raise NotReady("the model has no tokenizer")
-        return tokenize_with(tokenizer, text)
-
     def prepare(self, hole: Hole) -> Prepared:
         """Plan, cut, and one request per candidate span: the engine service's own steps
         (service/native.py), with the document's tree. The context's `suffix_end` is in the
         hole's text, past a selection."""
-        ask = NativeAsk(
-            text=hole.text,
-            offset=hole.offset,
-            end=hole.end,
-            language_id=hole.language_id,
-            priority=hole.priority,
-            candidates=hole.candidates,
-            prefix_tokens=hole.prefix_tokens,
-            suffix_tokens=hole.suffix_tokens,
-            params=hole.params,
-            deadline_ms=None,
-            extra=hole.extra,
-            extra_tokens=hole.extra_tokens,
-            drafts=hole.drafts,
-            drafting=hole.drafting,
-        )
-        return prepare(self.engine, ask, hole.cancel, tree=hole.tree)
+        return prepare(self.engine, _ask(hole), hole.cancel, tree=hole.tree)
 
     # -- calls -------------------------------------------------------------------------------------
     async def fill(self, hole: Hole) -> Filled:
@@ -157,20 +112,20 @@ class LocalEngineClient:
         if results:
             self.ledger.record(results, (time.perf_counter() - t0) * 1000)
 
-    async def refine(self, job: Refinement) -> RefineResult:
-        engine, cancel = self.engine, job.cancel
-        selection = Hole(
-            job.text, job.start, job.end, job.language_id, "command", 1,
-            job.prefix_tokens, job.suffix_tokens, job.params, cancel,
+    async def refine(self, hole: Hole, fraction: float) -> RefineResult:
+        """Cut as the service cuts (service/refine.py: the hole's context planned and tokenized
+        by `prepare`), then one scoring pass and a row of the engine's running batch at command
+        priority (Engine.refine); this client's thread only waits for it."""
+        engine, cancel = self.engine, hole.cancel
+        end = hole.after
+        ask = RefineAsk(
+            hole.text[: hole.offset], hole.text[hole.offset : end], hole.text[end:], fraction,
+            hole.params, hole.language_id, (hole.prefix_tokens, hole.suffix_tokens),
         )  # fmt: skip
-        ctx = self.context(job.text, job.start, job.end, self.plan(selection))  # its budgets
-        old = job.text[job.start : job.end]
 
         def work() -> RefineResult:
-            # One scoring pass, then a row of the engine's running batch at command priority
-            # (Engine.refine): this thread only waits for it.
             t0 = time.perf_counter()
-            result = engine.refine(ctx.prefix, old, ctx.suffix, job.fraction, job.params, cancel)
+            result = refine(engine, ask, cancel, tree=hole.tree)
             self.ledger.record(result, (time.perf_counter() - t0) * 1000)
             return result
 
@@ -180,3 +135,23 @@ class LocalEngineClient:
             except asyncio.CancelledError:
                 cancel.set()  # the row leaves at its next step; its result is dropped
                 raise
+
+
+def _ask(hole: Hole) -> NativeAsk:
+    """The hole as the service's `prepare` takes it."""
+    return NativeAsk(
+        text=hole.text,
+        offset=hole.offset,
+        end=hole.end,
+        language_id=hole.language_id,
+        priority=hole.priority,
+        candidates=hole.candidates,
+        prefix_tokens=hole.prefix_tokens,
+        suffix_tokens=hole.suffix_tokens,
+        params=hole.params,
+        deadline_ms=None,
+        extra=hole.extra,
+        extra_tokens=hole.extra_tokens,
+        drafts=hole.drafts,
+        drafting=hole.drafting,
+    )

@@ -5,14 +5,15 @@ or http_remote.py's `HttpClient` (`http://`).
 A thin client: nothing of the model is loaded here (no tokenizer, no config, no weights, no
 torch). Each hole is one `v2/infill` request with a window of the document around it
 (window.py); the service plans the span, cuts and tokenizes the context, decodes every
-candidate and says which part of the window the model saw. A refine is one `refine` request,
-its context cut here by characters (window.py again): the service trims it to the model's
-positions. A set cancel flag or a cancelled caller sends `cancel {id}` (over HTTP the request
-is dropped, which the service takes as a disconnect and cancels its rows).
+candidate and says which part of the window the model saw. A refine is one `refine` request
+with the same window and the hole's budgets: the service cuts its context by tokens as it cuts
+a fill's, and as the in-process engine does (service/refine.py). A set cancel flag or a
+cancelled caller sends `cancel {id}` (over HTTP the request is dropped, which the service takes
+as a disconnect and cancels its rows).
 
-This client also owns how the connection stands: a lost connection is one message to the user,
-`failed` state (no completions) and reconnection with backoff until the service is back, which
-it writes to its `Host` (the backend) without importing it.
+This client also watches how the connection stands: a lost connection is one message to the
+user, `failed` state (no completions) and reconnection with backoff until the service is back,
+which it reports through its `Port`; the backend writes the state.
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, Protocol
+from typing import Any
 
 from infill_engine.drafts import Draft
 from infill_engine.params import InfillParams, InfillResult, RefineResult
 from infill_engine.service import Message, ServiceError
 
 from ..options import EngineOptions
-from .engine_client import Filled, Hole, Ledger, NotReady, Refinement, State, Superseded
+from .engine_client import Filled, Hole, NotReady, Port, Superseded
 from .http_remote import HttpClient
 from .remote import (
     Link,
@@ -50,39 +51,27 @@ NATIVE = "v2/infill"
 MAX_CANDIDATES = 4  # the service's limit (request.candidate_spans gives at most three anyway)
 
 
-class Host(Protocol):
-    """The backend as its service client sees it: how the engine stands (which the connection's
-    coming and going changes), its log, and whom to tell what the user must see."""
-
-    state: State
-    error: str | None
-    log: Callable[[str], None]
-    tell: Callable[[str], None]
-
-
 class RemoteEngineClient:
     """One `engineAddress` setting's service: `connect` once, then it keeps itself connected
     (`backoff_s`: first and longest delay between attempts) until closed."""
 
-    def __init__(
-        self, host: Host, options: EngineOptions, ledger: Ledger, backoff_s: tuple[float, float]
-    ) -> None:
-        self.host = host
+    def __init__(self, port: Port, options: EngineOptions, backoff_s: tuple[float, float]) -> None:
+        self.port = port
         self.options = options
-        self.ledger = ledger
+        self.ledger = port.ledger
         self.backoff_s = backoff_s
         self.remote: Link | None = None  # None: a bad address, or closed
         self.hello: Message = {}  # the service's latest hello: its model, its limits
 
     # -- the connection ---------------------------------------------------------------------------
     async def connect(self, report: Callable[[str], None]) -> None:
-        """The first attempt, and how the load ends (the host's state); never raises."""
-        host, options = self.host, self.options
+        """The first attempt, and how the load ends (reported); never raises."""
+        port, options = self.port, self.options
         assert options.address is not None
         try:
             address = engine_address(options.address)
         except ValueError as e:
-            host.state, host.error = "failed", str(e)
+            port.failed(str(e))
             return
         report(f"connecting to the engine service at {address}")
         first, longest = self.backoff_s
@@ -100,45 +89,36 @@ class RemoteEngineClient:
             hello = await client.connect()
         except Refused as e:
             client.close()
-            host.state, host.error = "failed", f"engine service {address}: {e}"
+            port.failed(f"engine service {address}: {e}")
             return
         except Unavailable as e:
-            host.state = "failed"
-            host.error = f"engine service {address} is unreachable ({e}); retrying meanwhile"
+            port.failed(f"engine service {address} is unreachable ({e}); retrying meanwhile")
             client.retry()
             return
         await self._up(hello)
 
     async def _up(self, hello: Message) -> None:
         """Connected (first time or again): `ready`. Nothing to load: the service plans."""
-        client, host = self.remote, self.host
+        client, port = self.remote, self.port
         if client is None or not client.connected:
             return  # closed, or lost again meanwhile (and told): the retries go on
-        first = host.state == "loading"  # the server reports how a load ends; later, we do
+        first = port.state == "loading"  # the server reports how a load ends; later, we do
         self.hello = hello
-        host.state, host.error = "ready", None
         if first:
-            host.log(f"engine service {client.address} ready: model {self.model}")
+            port.ready(f"engine service {client.address} ready: model {self.model}")
         else:
-            host.log(f"engine service {client.address} is back; completions resume")
+            port.ready(f"engine service {client.address} is back; completions resume")
 
     def _down(self, reason: str) -> None:
         """The connection is lost (or a reconnection refused): one message, no completions."""
-        client, host = self.remote, self.host
+        client = self.remote
         if client is None or client.closed:
             return
-        host.state = "failed"
-        host.error = (
+        self.port.failed(
             f"engine service {client.address}: {reason}; no completions until it is back "
-            "(reconnecting)"
+            "(reconnecting)",
+            tell=True,
         )
-        self._tell(host.error)
-
-    def _tell(self, message: str) -> None:
-        try:
-            self.host.tell(message)
-        except Exception:  # no client to tell (any more): the log has it
-            self.host.log(message)
 
     def close(self) -> None:
         """Stop retrying and drop the connection; requests in flight end `NotReady`."""
@@ -226,22 +206,24 @@ class RemoteEngineClient:
         found = tuple(_draft(d) for d in reply.get("drafts") or () if isinstance(d, dict))
         return Filled(results, kind, int(plan.get("span", 0)), start, stop, files, n, found)
 
-    async def refine(self, job: Refinement) -> RefineResult:
-        """The selection and, around it, the characters of a window (window.py; there is no
-        tokenizer here to cut by tokens): the service trims them to the model's positions."""
-        lo, hi = window(
-            job.text, job.start, job.end, job.prefix_tokens, job.suffix_tokens, job.language_id
-        )
+    async def refine(self, hole: Hole, fraction: float) -> RefineResult:
+        """The selection and a window around it (window.py), with the hole's budgets: the
+        service cuts the context by tokens, as it cuts a fill's (service/refine.py)."""
+        lo, hi = window(hole.text, hole.offset, hole.after, hole.prefix_tokens,
+                        hole.suffix_tokens, hole.language_id, hole.tree)  # fmt: skip
         body: dict[str, Any] = {
-            "prefix": job.text[lo : job.start],
-            "text": job.text[job.start : job.end],
-            "suffix": job.text[job.end : hi],
-            "fraction": job.fraction,
-            "params": wire_params(job.params),
+            "prefix": hole.text[lo : hole.offset],
+            "text": hole.text[hole.offset : hole.after],
+            "suffix": hole.text[hole.after : hi],
+            "languageId": hole.language_id or "plaintext",
+            "prefixTokens": hole.prefix_tokens,
+            "suffixTokens": hole.suffix_tokens,
+            "fraction": fraction,
+            "params": wire_params(hole.params),
         }
         t0 = time.perf_counter()
         try:
-            (r,) = await self._call("refine", [body], job.cancel)
+            (r,) = await self._call("refine", [body], hole.cancel)
         except RemoteError as e:
             if e.code == "unknown_method":  # a service from before refine
                 raise RemoteError(
@@ -269,7 +251,7 @@ class RemoteEngineClient:
         reply is `Superseded`, a lost connection `NotReady`, another error `RemoteError`."""
         client = self.remote
         if client is None or not client.connected:
-            raise NotReady(self.host.error or "the engine service is not connected")
+            raise NotReady(self.port.error or "the engine service is not connected")
         if cancel.is_set():
             raise Superseded
         sent: list[tuple[int, asyncio.Future[Message]]] = []
@@ -295,7 +277,7 @@ class RemoteEngineClient:
                 cancel_sent()
                 raise
             except Unavailable as e:
-                error = self.host.error or f"the engine service is not connected ({e})"
+                error = self.port.error or f"the engine service is not connected ({e})"
                 raise NotReady(error) from None
         replies = []
         lost = None
@@ -305,7 +287,7 @@ class RemoteEngineClient:
             else:
                 replies.append(fut.result())
         if lost is not None:
-            raise NotReady(self.host.error or f"the engine service is not connected ({lost})")
+            raise NotReady(self.port.error or f"the engine service is not connected ({lost})")
         results = []
         for reply in replies:
             err = reply.get("error")

@@ -38,8 +38,7 @@ class _Written:
     holes that reached the engine and keeps the last plan's kind."""
 
     def __init__(self, engine: Any, text: str) -> None:
-        self.real = Backend(lambda _: None)
-        self.real.engine, self.real.state = engine, "ready"
+        self.real = Backend(lambda _: None, engine=engine)
         self.text, self.calls, self.kind = text, 0, ""
 
     def __getattr__(self, name: str) -> Any:

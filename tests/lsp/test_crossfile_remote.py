@@ -44,8 +44,7 @@ async def test_remote_and_local_place_the_same_chunks(engine: Engine, tmp_path: 
     )
     thread.start()
     remote = Backend(lambda _: None)
-    local = Backend(lambda _: None)
-    local.engine, local.state = engine, "ready"
+    local = Backend(lambda _: None, engine=engine)
     try:
         await remote.load(EngineOptions(address=f"unix:{path}"), lambda _: None)
         assert remote.state == "ready", remote.error

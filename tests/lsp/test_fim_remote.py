@@ -11,7 +11,6 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from fim_standin import KEY, MODEL, Answer, Standin, running
@@ -21,7 +20,8 @@ from infill_engine import Engine, InfillParams, load, planner
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Service, ServiceThread, parse_address
 from lsp_server.engines import fim_remote
-from lsp_server.engines.engine_client import Hole, Ledger, NotReady, Superseded
+from lsp_server.engines.backend import Backend
+from lsp_server.engines.engine_client import Hole, NotReady, Superseded
 from lsp_server.engines.fim_remote import FimEngineClient, approx_encode, cut_context, retry_after_s
 from lsp_server.engines.remote import RemoteError
 from lsp_server.options import EngineOptions, parse_options
@@ -33,19 +33,22 @@ ANSWER = "a + b\n\n\ndef extra():\n    pass\n"
 
 
 class Host:
-    """The backend as the client sees it: its state, and what it logs and tells the user."""
+    """A backend (the one writer of how the engine stands), and what it logs and tells the
+    user."""
 
     def __init__(self) -> None:
-        self.state: Any = "loading"
-        self.error: str | None = None
         self.logs: list[str] = []
         self.told: list[str] = []
+        self.backend = Backend(self.logs.append, self.told.append)
+        self.backend.backoff_s = (0.05, 0.2)
 
-    def log(self, message: str) -> None:
-        self.logs.append(message)
+    @property
+    def state(self) -> str:
+        return self.backend.state
 
-    def tell(self, message: str) -> None:
-        self.told.append(message)
+    @property
+    def error(self) -> str | None:
+        return self.backend.error
 
 
 def hole(cancel: threading.Event | None = None) -> Hole:
@@ -57,8 +60,9 @@ async def client_for(
     address: str, host: Host, token: str | None = KEY, model: str | None = None
 ) -> FimEngineClient:
     options = EngineOptions(address=address, token=token, api_model=model)
-    client = FimEngineClient(host, options, Ledger(), (0.05, 0.2))
-    await client.connect(lambda _: None)
+    await host.backend.load(options, lambda _: None)  # the client is the backend's
+    client = host.backend.client
+    assert isinstance(client, FimEngineClient)
     return client
 
 
@@ -209,6 +213,24 @@ async def test_a_newer_request_supersedes_one_in_flight(standin: Standin) -> Non
         await client.fill(hole(cancel))
     assert time.monotonic() - t0 < 1.0
     client.close()
+
+
+async def test_a_client_the_backend_let_go_cannot_change_how_it_stands(standin: Standin) -> None:
+    """The backend is the one writer of its state: a settings change puts a new client in use,
+    and the old one's late answer (a refused key, after the change) is no concern of it."""
+    host = Host()
+    old = await client_for("openai+" + standin.base, host)
+    standin.plan = [Answer(401, message="that key was revoked", hang_s=0.5)]
+    late = asyncio.ensure_future(host.backend.fill(hole()))
+    while not standin.completions():
+        await asyncio.sleep(0.01)
+    new = await client_for("openai+" + standin.base, host, model="local")  # a settings change
+    assert new is not old and host.state == "ready"
+    with pytest.raises(NotReady):
+        await late  # its caller hears of it: that fill ends
+    assert host.state == "ready" and host.error is None and host.told == []
+    assert (await host.backend.fill(hole())).results[0].text == "a + b"
+    host.backend.close()
 
 
 async def test_an_api_that_does_not_answer_is_retried_until_it_does() -> None:

@@ -14,6 +14,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lsp_client import GREET, inline, item_text, open_doc, start, status, wait_for
@@ -25,7 +26,7 @@ from infill_engine.service import TOKEN_ENV, Address, Service, ServiceThread
 from lsp_server.commands import fill_function_body
 from lsp_server.completion import Ask, Completer
 from lsp_server.engines.backend import Backend, NotReady, Superseded
-from lsp_server.engines.engine_client import Filled, Hole, Refinement
+from lsp_server.engines.engine_client import Filled, Hole
 from lsp_server.engines.remote import engine_address
 from lsp_server.options import EngineOptions, Options, describe, parse_options
 
@@ -111,9 +112,7 @@ class Backoff:
 
 
 def in_process_backend(engine: Engine) -> Backend:
-    backend = Backend(lambda _: None)
-    backend.engine, backend.state = engine, "ready"  # the model the service runs, loaded once
-    return backend
+    return Backend(lambda _: None, engine=engine)  # the model the service runs, loaded once
 
 
 async def test_remote_completions_equal_in_process_ones(
@@ -157,9 +156,9 @@ async def test_remote_completions_equal_in_process_ones(
 
         # refine runs in the service too, and edits exactly as in-process
         text = PREFIX + "a +  b" + SUFFIX
-        job = Refinement(text, len(PREFIX), len(PREFIX) + 6, "python", 1024, 512, 0.5, GREEDY,
-                         threading.Event())  # fmt: skip
-        got_r, want_r = await remote.refine(job), await local.refine(job)
+        job = Hole(text, len(PREFIX), len(PREFIX) + 6, "python", "command", 1, 1024, 512, GREEDY,
+                   threading.Event())  # fmt: skip
+        got_r, want_r = await remote.refine(job, 0.5), await local.refine(job, 0.5)
         assert (got_r.text, got_r.remasked, got_r.changed) == (
             want_r.text, want_r.remasked, want_r.changed,
         )  # fmt: skip
@@ -214,6 +213,39 @@ async def test_cancelling_stops_the_remote_request(engine: Engine, sock: str) ->
     finally:
         remote.close()
         service.stop()
+
+
+async def test_refine_cuts_its_context_by_tokens_in_the_service_as_in_process(
+    engine: Engine, service: ServiceThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refine is a hole on both sides: the service plans and cuts its context to the budgets
+    by tokens, as the in-process engine does, not the characters of the window sent."""
+    remote = await remote_backend(f"unix:{service.address.path}")
+    local = Backend(lambda _: None, engine=engine)  # not closed: the service's engine too
+    seen: list[tuple[str, str, str]] = []
+    real = engine.refine
+
+    def refine(prefix: str, text: str, suffix: str, *rest: Any) -> Any:  # what the model sees
+        seen.append((prefix, text, suffix))
+        return real(prefix, text, suffix, *rest)
+
+    monkeypatch.setattr(engine, "refine", refine)
+    lines = "".join(f"x{i} = {i}\n" for i in range(150))
+    text = lines + PREFIX + "a +  b" + SUFFIX + lines
+    at = len(lines) + len(PREFIX)
+    job = Hole(text, at, at + 6, "python", "command", 1, 24, 8, GREEDY, threading.Event())
+    try:
+        got, want = await remote.refine(job, 0.5), await local.refine(job, 0.5)
+    finally:
+        remote.close()
+    (there, here) = seen
+    assert there == here  # the same context, cut the same way
+    prefix, selection, suffix = here
+    assert selection == "a +  b" and prefix.endswith(PREFIX) and len(prefix) < 200 < len(lines)
+    assert suffix.startswith(SUFFIX) and len(suffix) < 100
+    assert (got.text, got.remasked, got.changed) == (want.text, want.remasked, want.changed)
+    with pytest.raises(ValueError, match="needs a selection"):
+        await local.refine(hole(), 0.5)
 
 
 async def test_a_service_that_goes_away_is_one_message_and_comes_back(

@@ -169,8 +169,7 @@ class _Recording:
     def __init__(self, engine: Any) -> None:
         from lsp_server.engines.backend import Backend
 
-        self.real = Backend(lambda _: None)
-        self.real.engine, self.real.state = engine, "ready"
+        self.real = Backend(lambda _: None, engine=engine)
         self.calls: list[tuple[str, str]] = []
 
     def __getattr__(self, name: str) -> Any:
@@ -230,8 +229,7 @@ def test_a_completion_is_queued_at_the_priority_of_how_it_was_asked_for(
     from lsp_server.completion import Ask, Completer
     from lsp_server.engines.backend import Backend
 
-    backend = Backend(lambda _: None)
-    backend.engine, backend.state = dream_engine, "ready"
+    backend = Backend(lambda _: None, engine=dream_engine)
     joined: list[int] = []
     scheduler = dream_engine.scheduler()
     scheduler.on_join = lambda tickets: joined.extend(t.priority for t in tickets)
@@ -300,8 +298,7 @@ def test_one_inline_completion_tokenizes_its_text_once_and_trims_it_once(
     from lsp_server.completion import Ask, Completer
     from lsp_server.engines.backend import Backend
 
-    backend = Backend(lambda _: None)
-    backend.engine, backend.state = dream_engine, "ready"
+    backend = Backend(lambda _: None, engine=dream_engine)
     tokenized: list[str] = []
     encoded: list[str] = []
     real_encode = dream_engine.encode

@@ -38,8 +38,7 @@ def main() -> None:
     from lsp_server.options import Options
 
     engine = load("builtin", device="cpu")
-    backend = Backend(lambda _: None)
-    backend.engine, backend.state = engine, "ready"
+    backend = Backend(lambda _: None, engine=engine)
     opts = Options()
     opts = replace(opts, completion=replace(opts.completion, debounce_ms=0))
     text = "def add(a, b):\n    return \n\nprint(add(1, 2))\n"
