@@ -4,6 +4,7 @@ cut to the plan's budgets and tokenized once by the engine service's own `prepar
 (infill_engine/scheduler.py), the same one the engine service uses; a refine is the service's
 too (service/refine.py: the same cut), on a thread of its own. Loading the engine is the
 backend's (backend.py). This module imports no torch itself: the engine it is given has.
+Planning runs on a thread of its own (dllm-plan), off the event loop.
 
 Requests join one running batch between steps, in priority order (invoked, automatic,
 command), so a command never holds up a completion and two fills share passes. Cancellation is
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from infill_engine.params import InfillResult, RefineResult
@@ -37,12 +40,15 @@ class LocalEngineClient:
         self.port = port  # nothing to report: an engine in process stands as long as it is loaded
         self.ledger = port.ledger
         self._tasks: set[asyncio.Future[None]] = set()  # recording cancelled fills' outcomes
+        # plans, one at a time, off the event loop (as the service's encoding thread)
+        self._plans = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dllm-plan")
 
     @property
     def positions(self) -> int:
         return int(self.engine.args.max_positions)
 
     def close(self) -> None:
+        self._plans.shutdown(wait=False, cancel_futures=True)
         self.engine.close()  # its queued and running fills end now ("cancelled")
 
     def status(self) -> dict[str, Any]:
@@ -57,8 +63,8 @@ class LocalEngineClient:
 
     # -- calls -------------------------------------------------------------------------------------
     async def fill(self, hole: Hole) -> Filled:
-        """Planned, cut and encoded on the loop (the context's ids: nothing to encode again),
-        decoded as one batch."""
+        """Planned, cut and encoded on the planning thread (the context's ids: nothing to encode
+        again), decoded as one batch."""
         cancel = hole.cancel
         with self.ledger.call(cancel):
             t0 = time.perf_counter()
@@ -66,7 +72,14 @@ class LocalEngineClient:
             try:
                 if cancel.is_set():
                     raise Superseded
-                prepared = self.prepare(hole)
+                # Off the loop: a large document's plan and drafts take a second of Python, and
+                # the loop reads didChange and cancel meanwhile. The tree goes as a copy, since
+                # didChange edits the document's own in place.
+                mine = hole if hole.tree is None else replace(hole, tree=hole.tree.copy())
+                loop = asyncio.get_running_loop()
+                prepared = await loop.run_in_executor(self._plans, self.prepare, mine)
+                if cancel.is_set():
+                    raise Superseded  # a newer request came while it was planned
                 plan, ctx, requests = prepared.plan, prepared.context, prepared.requests
                 tickets = [scheduler.submit_request(r, priority=hole.priority) for r in requests]
                 # shielded: a cancelled handler must not cancel the tickets' futures, whose
