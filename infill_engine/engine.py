@@ -305,11 +305,12 @@ class Engine:
             else:
                 generator.seed()
         variable = params.expand and (self.expand_id is not None or self.delete_id is not None)
+        drafts = tuple(torch.tensor(d, dtype=torch.long, device=self.device) for d in r.drafts if d)
         return Row(
             canvas=canvas.to(self.device),
             span_start=len(prefix),
             span_end=len(prefix) + r.span,
-            request=RowRequest(params, r.cancel, generator, limit, variable),
+            request=RowRequest(params, r.cancel, generator, limit, variable, drafts),
             max_span=r.max_span,
             stop=self._stop_fn(r.stop) if r.stop is not None and r.stop.kind != "none" else None,
         )
@@ -359,6 +360,8 @@ class Engine:
             span=row.span_end - row.span_start,
             grown=row.grown,
             edits=row.edits,
+            verified=row.verified,
+            drafted=row.drafted,
         )
 
     def _head(self, row: Row, request: InfillRequest) -> str:

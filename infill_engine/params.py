@@ -12,10 +12,13 @@ from typing import Literal
 
 DecodePolicy = Literal["threshold", "factor", "fixed"]
 CacheMode = Literal["dual", "prefix", "none"]
+SpeculateMode = Literal["off", "exact", "fast"]
 StopReason = Literal["end_token", "span_full", "cancelled", "syntax"]
 
 DECODE_POLICIES: tuple[str, ...] = ("threshold", "factor", "fixed")
 CACHE_MODES: tuple[str, ...] = ("dual", "prefix", "none")
+SPECULATE_MODES: tuple[str, ...] = ("off", "exact", "fast")
+MAX_LOOKAHEAD = 16
 DEFAULT_THRESHOLD = 0.9  # Fast-dLLM's τ, for models that recommend none
 
 
@@ -70,6 +73,12 @@ class InfillParams:
     # <|delete|>: a committed expand becomes two masks (up to max_span), a delete removes its
     # position. Ignored for a model without them.
     expand: bool = False
+    # Guessed next states checked in the same window pass (speculate.py): "exact" gives plain
+    # decoding's tokens in fewer passes; "fast" also commits a draft the model predicts back
+    # (differs from plain decoding). `lookahead`: the guesses a row brings to each window pass.
+    # Only inside cached blocks (dual or prefix cache).
+    speculate: SpeculateMode = "off"
+    lookahead: int = 4
 
     def __post_init__(self) -> None:
         if self.span != "auto" and (not _count(self.span) or self.span < 1):
@@ -108,6 +117,12 @@ class InfillParams:
             raise ValueError(f"min_tokens must be in [0, span], got {self.min_tokens!r}")
         if not isinstance(self.expand, bool):
             raise ValueError(f"expand must be a bool, got {self.expand!r}")
+        if self.speculate not in SPECULATE_MODES:
+            raise ValueError(f"speculate must be one of {SPECULATE_MODES}, got {self.speculate!r}")
+        if not _count(self.lookahead) or not 0 <= self.lookahead <= MAX_LOOKAHEAD:
+            raise ValueError(
+                f"lookahead must be an int in [0, {MAX_LOOKAHEAD}], got {self.lookahead!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -122,6 +137,8 @@ class InfillResult:
     span: int = 0  # the span's length at the end (after any growth and expand/delete)
     grown: int = 0  # masks appended because the construct was still open when the span filled
     edits: int = 0  # expand/delete edits applied
+    verified: int = 0  # steps taken on a guessed state's logits, with no pass of their own
+    drafted: int = 0  # tokens committed from a draft the model predicted back (fast mode)
 
     @property
     def nfe(self) -> int:

@@ -35,6 +35,9 @@ class InfillRequest:
     # The span's first content, `span` ids with the mask where the model predicts (a refine
     # keeps the user's tokens and remasks a few); None: every position a mask.
     fill: tuple[int, ...] | None = None
+    # Candidate fills from elsewhere (drafts/), each as ids from the span's first position, best
+    # first: the decoding's guesses and its fast mode use them (speculate.py).
+    drafts: tuple[tuple[int, ...], ...] = ()
 
 
 class SpanPlanLike(Protocol):

@@ -27,6 +27,8 @@ class RowRequest:
     generator: torch.Generator | None = None  # the random stream of sampling (temperature > 0)
     limit: int = 0  # the model's positions: the canvas never grows past them (0: no limit)
     variable: bool = False  # DreamOn expand/delete decoding
+    # candidate ids for the span from its first position (speculate.py: fast mode and guesses)
+    drafts: tuple[Tensor, ...] = ()
 
 
 @dataclass
@@ -57,6 +59,10 @@ class Row:
     grown: int = 0  # masks appended by growth
     edits: int = 0  # expand/delete edits applied
     error: BaseException | None = None  # why the row failed alone (its stop_reason: "cancelled")
+    # the last pass's argmax and confidence over the current block (guesses start from them)
+    seen: tuple[Tensor, Tensor] | None = None
+    verified: int = 0  # steps taken on a guess's logits, with no pass of their own
+    drafted: int = 0  # tokens committed from a draft the model predicted back (fast mode)
 
     def __post_init__(self) -> None:
         self.block_start = self.span_start

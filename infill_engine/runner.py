@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from . import decode
+from . import decode, speculate
 from .cache import KVCache
 from .graphs import WindowGraphs, WindowPass
 from .models.common import DiffusionTransformer
@@ -87,15 +87,68 @@ class BlockRunner:
 
     def step(self, rows: list[Row], cache: KVCache) -> None:
         """One step for live rows: at most a full pass and a window pass, then each row commits
-        by its own policy and moves on (`_settle`)."""
+        by its own policy and moves on (`_settle`).
+
+        A row that speculates (speculate.py) brings extra rows to the window pass, which then
+        runs even in a step where the row itself had the full pass (the cache is fresh by then):
+        guesses of its next states, whose logits serve the steps they turn out to be, and in the
+        fast mode its draft, committed as this step when the model predicts it back."""
         full = [r for r in rows if r.fresh_block or not r.uses_cache]
         part = [r for r in rows if not (r.fresh_block or not r.uses_cache)]
-        if full:
-            self._commit(full, self._full_pass(full, cache))
-        if part:
-            self._commit(part, self._window_pass(part, cache))
+        plans = [speculate.plan(r, self.mask_id, self.end_ids, self.fill_id) for r in rows]
+        full_logits = self._full_pass(full, cache) if full else None
+        extra = [(r, c) for r, p in zip(rows, plans, strict=True) for c in p.canvases]
+        window = [*part, *(r for r, _ in extra)]
+        canvases = [r.canvas for r in part] + [c for _, c in extra]
+        logits = self._window_pass(window, cache, canvases) if window else None
+        at, took = len(part), set()
+        for row, plan in zip(rows, plans, strict=True):
+            plan.at = at
+            at += len(plan.canvases)
+            if (
+                plan.drafted is not None
+                and logits is not None
+                and self._take_draft(row, plan, logits)
+            ):
+                took.add(id(row))
+        for group, group_logits in ((full, full_logits), (part, logits)):
+            keep = [i for i, r in enumerate(group) if id(r) not in took]
+            if keep and group_logits is not None:
+                self._commit([group[i] for i in keep], group_logits[keep])
+        for row, plan in zip(rows, plans, strict=True):
+            if plan.guesses and logits is not None and id(row) not in took:
+                self._follow(row, plan, logits[plan.at : plan.at + len(plan.guesses)])
         for row in rows:
             self._settle(row)
+
+    # -- speculation ----------------------------------------------------------------------------
+    def _follow(self, row: Row, plan: speculate.Plan, logits: Tensor) -> None:
+        """After the row's own commit: take the next steps on the logits of the guesses that
+        match the state it is in, as long as one does."""
+        while row.stop_reason is None and not row.fresh_block:
+            lo, hi = row.block_start, row.block_end
+            if not bool((row.canvas[lo:hi] == self.mask_id).any()):
+                break
+            j = plan.match(row, self.shift)
+            if j is None:
+                break
+            self._commit([row], logits[j : j + 1])
+            row.verified += 1
+
+    def _take_draft(self, row: Row, plan: speculate.Plan, logits: Tensor) -> bool:
+        """Commit the row's draft as this step when the model, over the drafted block, predicts
+        back every drafted position still masked (speculate.agrees)."""
+        assert plan.drafted is not None
+        lo, hi = row.block_start, row.block_end
+        block = plan.drafted[lo:hi]
+        own = logits[plan.at + len(plan.guesses)].clone()  # the draft row is the plan's last
+        scores = self._block_scores(row, own, self.never)
+        still = speculate.agrees(scores.argmax(-1), row.canvas[lo:hi], block, self.mask_id)
+        if still is None:
+            return False
+        row.drafted += int(still.sum())
+        self._apply(row, still, block)
+        return True
 
     # -- passes ---------------------------------------------------------------------------------
     def _full_pass(self, rows: list[Row], cache: KVCache) -> Tensor:
@@ -111,8 +164,11 @@ class BlockRunner:
             row.fresh_block = False
         return self.model(ids, positions, mask=mask, store=store, score=score)
 
-    def _window_pass(self, rows: list[Row], cache: KVCache) -> Tensor:
-        """Recompute only the block (dual) or block..end (prefix), attending to cached K/V."""
+    def _window_pass(
+        self, rows: list[Row], cache: KVCache, canvases: list[Tensor] | None = None
+    ) -> Tensor:
+        """Recompute only the block (dual) or block..end (prefix), attending to cached K/V; a
+        row's guesses come as the same row again with another canvas (same slot, same K/V)."""
         starts, ends = [], []
         for row in rows:
             starts.append(row.block_start - self.shift)
@@ -122,13 +178,14 @@ class BlockRunner:
         raw = torch.stack([s + offsets for s in starts])  # [b, W] unclamped positions
         hi = torch.tensor([r.length - 1 for r in rows], device=raw.device)[:, None]
         positions = raw.clamp(min=0).minimum(hi)
-        ids = torch.stack([r.canvas[p] for r, p in zip(rows, positions, strict=True)])
+        canvases = canvases or [r.canvas for r in rows]
+        ids = torch.stack([c[p] for c, p in zip(canvases, positions, strict=True)])
         block_starts = torch.tensor([r.block_start for r in rows], device=raw.device)[:, None]
         write = (raw >= block_starts) & (raw < torch.tensor(ends, device=raw.device)[:, None])
         score = self._stack([self._sources(r, offset=s) for r, s in zip(rows, starts, strict=True)])
         mask = self._key_mask(rows, cache.length + 1)
         window = WindowPass(ids, positions, write, self._slots(rows, cache), mask, score)
-        for row in rows:
+        for row in {id(r): r for r in rows}.values():  # a row's guesses ride on its pass
             row.nfe_block += 1
         if self.graphs is not None:
             return self.graphs(cache, window)
@@ -166,33 +223,47 @@ class BlockRunner:
         banned = self.never_variable if variable else self.never
         logits[..., banned.to(logits.device)] = -torch.inf
         for row, row_logits in zip(rows, logits, strict=True):
+            ban = None
             if variable and not row.request.variable:
-                row_logits[..., self.never.to(logits.device)] = -torch.inf
+                ban = self.never
             elif row.request.variable and row.edits >= 2 * row.max_span:
                 # A bound on expand/delete churn: a model that keeps trading one for the other
                 # would never finish; past it the row decodes at its current length.
-                row_logits[..., self.never.to(logits.device)] = -torch.inf
+                ban = self.never
             elif row.request.variable and self.expand_id is not None and not row.can_expand:
-                row_logits[..., self.expand_id] = -torch.inf  # no room left to expand into
-            lo, hi = row.block_start, row.block_end
-            block = row.canvas[lo:hi]
-            masked = block == self.mask_id
+                ban = torch.tensor([self.expand_id])  # no room left to expand into
             p = row.request.params
-            scores = row_logits[: hi - lo]
-            early = p.min_tokens - (lo - row.span_start)  # block positions before min_tokens
-            if early > 0:
-                scores[:early, self.end_ids] = -torch.inf
+            scores = self._block_scores(row, row_logits, ban)
             token, conf = decode.propose(scores, p.temperature, p.top_p, row.request.generator)
-            pick = decode.select(conf, masked, p, block_len=hi - lo, step=row.step)
-            block[pick] = token[pick]
-            n = int(pick.sum())
-            row.committed += n
-            row.trace.append(n)
-            row.step += 1
-            if row.request.variable:
-                self._apply_edits(row)
-            self._apply_end_rule(row)
-            self._apply_stop_rule(row)
+            row.seen = (token, conf)
+            masked = row.canvas[row.block_start : row.block_end] == self.mask_id
+            pick = decode.select(conf, masked, p, block_len=int(masked.shape[0]), step=row.step)
+            self._apply(row, pick, token)
+
+    def _block_scores(self, row: Row, row_logits: Tensor, ban: Tensor | None) -> Tensor:
+        """A row's logits over its block [n, V], less what it may not commit: `ban`, and end
+        tokens before its min_tokens. Changes `row_logits` in place."""
+        if ban is not None:
+            row_logits[..., ban.to(row_logits.device)] = -torch.inf
+        lo, hi = row.block_start, row.block_end
+        scores = row_logits[: hi - lo]
+        early = row.request.params.min_tokens - (lo - row.span_start)  # before min_tokens
+        if early > 0:
+            scores[:early, self.end_ids] = -torch.inf
+        return scores
+
+    def _apply(self, row: Row, pick: Tensor, token: Tensor) -> None:
+        """Commit `token` at the block positions `pick`, then the rules that follow a commit."""
+        block = row.canvas[row.block_start : row.block_end]
+        block[pick] = token[pick]
+        n = int(pick.sum())
+        row.committed += n
+        row.trace.append(n)
+        row.step += 1
+        if row.request.variable:
+            self._apply_edits(row)
+        self._apply_end_rule(row)
+        self._apply_stop_rule(row)
 
     def _apply_edits(self, row: Row) -> None:
         """DreamOn: each committed expand becomes two masks, each committed delete goes away."""
@@ -274,6 +345,7 @@ class BlockRunner:
             row.block_start = row.block_end
             row.step = 0
             row.fresh_block = True
+            row.seen = None
         if row.end_at is None and self._grow(row):
             return
         if row.cut:
@@ -296,6 +368,7 @@ class BlockRunner:
         row.canvas = canvas[:limit] if limit else canvas  # the far suffix end goes
         row.block_start, row.span_end = row.span_end, row.span_end + n
         row.step, row.fresh_block = 0, True  # the suffix moved: a full pass refreshes all K/V
+        row.seen = None
         row.grown += n
         return True
 

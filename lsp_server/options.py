@@ -21,7 +21,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from infill_engine.params import CACHE_MODES, DECODE_POLICIES, InfillParams
+from infill_engine.params import (
+    CACHE_MODES,
+    DECODE_POLICIES,
+    MAX_LOOKAHEAD,
+    SPECULATE_MODES,
+    InfillParams,
+)
 from infill_engine.service.listen import ServeError, parse_address
 
 from .debounce import AdaptiveDebounce
@@ -54,6 +60,8 @@ class DecodeOptions:
     span: int | None = None  # a fixed span length; None = planned per request
     min_tokens: int = 1  # the shortest completion, in tokens (end tokens are held off until then)
     cache: str = "dual"
+    speculate: str = "off"  # guessed states (and drafts) checked in the same pass: speculate.py
+    lookahead: int = 4
 
 
 def decode_params(opts: DecodeOptions, min_tokens: int = 0) -> InfillParams:
@@ -69,6 +77,8 @@ def decode_params(opts: DecodeOptions, min_tokens: int = 0) -> InfillParams:
         decode=opts.policy,  # type: ignore[arg-type]  # checked by _policy
         threshold=opts.threshold,
         cache=opts.cache,  # type: ignore[arg-type]  # checked by _cache
+        speculate=opts.speculate,  # type: ignore[arg-type]  # checked by _speculate
+        lookahead=opts.lookahead,
         min_tokens=floor if span is None else min(span, floor),
     )
 
@@ -270,6 +280,12 @@ def _cache(v: Any) -> str:
     return str(v)
 
 
+def _speculate(v: Any) -> str:
+    if v not in SPECULATE_MODES:
+        raise ValueError(f"must be one of {', '.join(SPECULATE_MODES)}")
+    return str(v)
+
+
 def _languages(v: Any) -> tuple[str, ...]:
     if not isinstance(v, list | tuple) or not all(isinstance(x, str) and x for x in v):
         raise ValueError("must be a list of language ids")
@@ -293,6 +309,8 @@ _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("decode", "span", "decode.span", _span),
     ("decode", "min_tokens", "decode.minTokens", _int_in(0, 512)),
     ("decode", "cache", "decode.cache", _cache),
+    ("decode", "speculate", "decode.speculate", _speculate),
+    ("decode", "lookahead", "decode.lookahead", _int_in(0, MAX_LOOKAHEAD)),
     ("context", "prefix_tokens", "context.prefixTokens", _int_in(0, 32768)),
     ("context", "suffix_tokens", "context.suffixTokens", _int_in(0, 32768)),
     ("context", "max_document_chars", "context.maxDocumentChars", _int_in(1, 1 << 30)),

@@ -22,6 +22,7 @@ from .lines import WEIGHTS, Cursor, LineIndex, Weights, candidates
 
 __all__ = [
     "GATE",
+    "IN_DECODING",
     "LIMIT",
     "SOURCES",
     "WEIGHTS",
@@ -35,6 +36,7 @@ __all__ = [
 ]
 
 LIMIT = 8  # drafts a request keeps
+IN_DECODING = 3  # the best drafts a request's decoding may guess from (speculate.py)
 # The score over which an automatic trigger shows a draft: calibrated on 2,100 single-line
 # holes of the standard library (half whole statements, half lines begun; docs/drafts.md),
 # where it shows a draft at 8 % of holes and 63 % of those are exact.

@@ -40,10 +40,14 @@ KINDS = ("statement", "line")
 
 
 def repo_holes(
-    root: Path, n: int, seed: int, only: Callable[[Path], bool] | None = None
+    root: Path,
+    n: int,
+    seed: int,
+    only: Callable[[Path], bool] | None = None,
+    kinds: Sequence[str] = KINDS,
 ) -> list[tuple[Path, Hole]]:
-    """n single-line holes from the repository's non-test Python files (those `only` keeps),
-    half of each kind."""
+    """n holes from the repository's non-test Python files (those `only` keeps), as many of each
+    kind (single lines unless `kinds` says otherwise: lab/holes.py)."""
     files = []
     for p in sorted(root.rglob("*.py")):
         rel = p.relative_to(root).as_posix()
@@ -57,9 +61,9 @@ def repo_holes(
             files.append((p, text))
     rng = random.Random(seed)
     out: list[tuple[Path, Hole]] = []
-    for kind in KINDS:
+    for kind in kinds:
         got, tries = 0, 0
-        while got < n // len(KINDS) and tries < n * 20 and files:
+        while got < n // len(kinds) and tries < n * 20 and files:
             tries += 1
             path, text = rng.choice(files)
             found = holes(text, "python", kind, rng, 1)

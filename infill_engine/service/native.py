@@ -257,6 +257,9 @@ def prepare(
     found: list[drafts.Draft] = []
     if ask.end is None and ask.drafting:
         found = drafts.gather(ask.text, ask.offset, ask.extra, ask.drafts)
+    if found and p.speculate != "off":  # the best few, as ids for the decoding (speculate.py)
+        ids = tuple(tuple(engine.encode(d.text)) for d in found[: drafts.IN_DECODING])
+        requests = [dataclasses.replace(r, drafts=ids) for r in requests]
     return Prepared(hole, ctx, requests, found)
 
 

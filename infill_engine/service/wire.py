@@ -123,6 +123,8 @@ def result_dict(r: InfillResult, ticket: Ticket) -> dict[str, Any]:
         "span": r.span,
         "grown": r.grown,
         "edits": r.edits,
+        "verified": r.verified,
+        "drafted": r.drafted,
         "queue_ms": round(ticket.queue_ms, 3),
         "batch_size": ticket.batch_size,
     }

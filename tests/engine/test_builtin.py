@@ -150,10 +150,11 @@ def test_cached_decoding_agrees_with_no_cache(engine: Engine, cache: str) -> Non
 
     holes = heldout_lines(heldout_texts(), 6, seed=1)
     scores = []
-    for prefix, _, suffix in holes:
+    for hole in holes:
+        prefix, suffix = hole.prefix[-1500:], hole.suffix[:600]
         p = InfillParams(span=48, block_size=16, cache="none")
-        base = engine.infill(prefix[-1500:], suffix[:600], p)
-        ours = engine.infill(prefix[-1500:], suffix[:600], replace(p, cache=cache))
+        base = engine.infill(prefix, suffix, p)
+        ours = engine.infill(prefix, suffix, replace(p, cache=cache))
         scores.append(agreement(ours.token_ids, base.token_ids))
     assert sum(scores) / len(scores) >= 0.6, scores
     assert sum(x == 1.0 for x in scores) >= len(scores) // 2, scores

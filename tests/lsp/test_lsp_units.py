@@ -10,7 +10,7 @@ import pytest
 
 from infill_engine.context import Tokens, build_context
 from lsp_server import syntax
-from lsp_server.options import Options, describe, parse_options
+from lsp_server.options import Options, decode_params, describe, parse_options
 
 
 def words(s: str) -> int:
@@ -41,6 +41,8 @@ def test_options_defaults_and_partial_updates() -> None:
         ({"decode": {"threshold": "high"}}, "decode.threshold"),
         ({"decode": {"span": 0}}, "decode.span"),
         ({"decode": {"cache": "paged"}}, "decode.cache"),
+        ({"decode": {"speculate": "always"}}, "decode.speculate"),
+        ({"decode": {"lookahead": 17}}, "decode.lookahead"),
         ({"languages": "python"}, "languages"),
         ({"candidates": True}, "candidates"),
         ({"model": ""}, "model"),
@@ -338,3 +340,11 @@ def test_one_inline_completion_tokenizes_its_text_once_and_trims_it_once(
     assert 0 < len(request.prefix_ids) < len(real_tokenize(before).ids)  # the budget cut it
     room = dream_engine.args.max_positions - request.span
     assert len(request.prefix_ids) + len(request.suffix_ids) <= room  # nothing left to trim
+
+
+def test_the_speculation_settings_reach_the_engines_params() -> None:
+    opts, errors = parse_options({"decode": {"speculate": "exact", "lookahead": 2}})
+    assert errors == []
+    params = decode_params(opts.decode)
+    assert (params.speculate, params.lookahead) == ("exact", 2)
+    assert decode_params(Options().decode).speculate == "off"

@@ -93,3 +93,24 @@ def test_openai_completions_answer_with_the_draft(client: httpx.Client) -> None:
     r = client.post("/v1/completions", headers=AUTH, json=body)
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["text"] == LINE
+
+
+def test_a_clients_draft_rides_into_the_decoding(client: httpx.Client) -> None:
+    """With `speculate`, the drafts a call carries reach the block loop: in the fast mode a
+    draft the model predicts back (here its own plain fill, sent back as a client's draft) is
+    committed at once, in fewer passes; the exact mode decodes what plain decoding does."""
+    params = {"span": 16, "max_span": 16, "min_tokens": 8}
+    off = _native(client, params=params, draft=False).json()["items"][0]
+    assert len(off["text"]) >= 3
+    mine = [{"text": off["text"], "source": "workspace", "score": 99.0}]
+    fills = {
+        mode: _native(client, params={**params, "speculate": mode}, drafts=mine)
+        .json()["items"][0]
+        for mode in ("exact", "fast")
+    }  # fmt: skip
+    fast, exact = fills["fast"], fills["exact"]
+    assert fast["drafted"] > 0 and fast["text"].startswith(off["text"])
+    passes = {m: f["nfe_full"] + f["nfe_block"] for m, f in (*fills.items(), ("off", off))}
+    assert passes["fast"] < passes["off"]
+    assert exact["text"] == off["text"] and exact["drafted"] == 0
+    assert passes["exact"] + exact["verified"] == passes["off"]
