@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from infill_engine import Engine, InfillParams, InfillRequest, load, speculate
+from infill_engine.graphs import WindowGraphs
 from infill_engine.lab.holes import holes
 
 LIB = Path(random.__file__).parent
@@ -106,6 +107,22 @@ def test_the_exact_mode_decodes_the_builtin_models_tokens_in_fewer_passes(
     assert [r.text for r in exact] == [r.text for r in plain]
     saved = sum(p.nfe for p in plain) - sum(r.nfe for r in exact)
     assert saved == sum(r.verified for r in exact) > 0
+
+
+def test_the_exact_mode_through_graphed_window_passes(dream_engine: Engine) -> None:
+    """The graph path's bookkeeping (a CPU stand-in for the capture: tests/engine/test_graphs.py)
+    with guesses riding on the window passes: replayed, and still plain decoding's tokens."""
+    p = InfillParams(span=24, max_span=24, block_size=16, threshold=2.0)  # a token a step
+    reqs = [replace(r, params=p) for r in random_requests(dream_engine, 6, seed=4)]
+    plain = run(dream_engine, reqs, "off")
+    graphs = WindowGraphs(dream_engine.model, lambda fn: fn, after=2)
+    dream_engine.runner.graphs = graphs
+    try:
+        exact = run(dream_engine, reqs, "exact")
+    finally:
+        dream_engine.runner.graphs = None
+    assert graphs.replays > 0 and sum(r.verified for r in exact) > 0
+    assert [r.token_ids for r in exact] == [r.token_ids for r in plain]
 
 
 def test_no_lookahead_is_plain_decoding(dream_engine: Engine) -> None:
