@@ -17,7 +17,8 @@ from typing import Any
 
 from .params import InfillResult
 from .request import InfillRequest
-from .runner import Batch, BlockRunner, Row
+from .rows import Rows
+from .runner import Batch, BlockRunner, Observer
 
 log = logging.getLogger("infill_engine.batch")
 
@@ -43,12 +44,10 @@ class LiveBatch:
         self,
         runner: BlockRunner,
         lock: threading.Lock,
-        to_row: Callable[[InfillRequest], Row],
-        to_result: Callable[[Row, InfillRequest], InfillResult],
-        to_head: Callable[[Row, InfillRequest], str] | None = None,
+        rows: Rows,
     ) -> None:
         self._lock = lock  # the engine's: one step (or scoring pass) at a time on its model
-        self._to_row, self._to_result, self._to_head = to_row, to_result, to_head
+        self.rows = rows  # the conversions: request -> row -> result, and a live row's head
         self._batch: Batch = runner.batch()
         self._rows: dict[int, tuple[Any, InfillRequest]] = {}  # id(row) -> key, request
         self._ready: list[tuple[Any, InfillResult]] = []  # ended without a pass
@@ -65,29 +64,33 @@ class LiveBatch:
     def join(self, key: Any, request: InfillRequest, progress: Progress | None = None) -> None:
         """Add a request before the next step; raises ValueError for one the engine cannot
         run (it never takes a slot). `progress` hears its leading text as its blocks finish."""
-        row = self._to_row(request)
+        row = self.rows.row(request)
         with self._lock:
             ended = self._batch.admit([row])
         if ended:
-            self._ready.append((key, self._to_result(row, request)))
+            self._ready.append((key, self.rows.result(row, request)))
         else:
             self._rows[id(row)] = (key, request)  # the batch holds the row while it lives
-            if progress is not None and self._to_head is not None:
+            if progress is not None:
                 self._watched[id(row)] = _Watch(progress, request, block=row.block_start)
 
-    def step(self) -> list[tuple[Any, InfillResult | Exception]]:
+    def step(self, observer: Observer | None = None) -> list[tuple[Any, InfillResult | Exception]]:
         """One step of every request; the keys and outcomes of those that ended: a result, or
-        the error that failed that request alone (its stop rule raised or ran too long)."""
+        the error that failed that request alone (its stop rule raised or ran too long).
+        `observer` sees the batch after the step (when one ran: not for rows that ended as
+        they joined)."""
         out: list[tuple[Any, InfillResult | Exception]] = list(self._ready)
         self._ready = []
         if len(self._batch):
             with self._lock:
                 ended = self._batch.step()
+            if observer is not None:
+                observer(self._batch.event())
             for row in ended:
                 key, request = self._rows.pop(id(row))
                 self._watched.pop(id(row), None)
                 try:
-                    out.append((key, self._to_result(row, request)))
+                    out.append((key, self.rows.result(row, request)))
                 except Exception as e:
                     out.append((key, e))
             if self._watched:
@@ -97,14 +100,13 @@ class LiveBatch:
     def _report(self) -> None:
         """Tell each watched live row's listener its leading text, when a block of it finished
         in this step and the text grew (only growing: a listener adds what is new)."""
-        to_head = self._to_head
         for row in self._batch.rows:
             watch = self._watched.get(id(row))
-            if watch is None or to_head is None or row.block_start == watch.block:
+            if watch is None or row.block_start == watch.block:
                 continue
             watch.block = row.block_start
             try:
-                text = to_head(row, watch.request)
+                text = self.rows.head(row, watch.request)
                 if len(text) > len(watch.text) and text.startswith(watch.text):
                     watch.text = text
                     watch.listener(text)

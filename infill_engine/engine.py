@@ -7,7 +7,7 @@ loop; decode policies and caches live in decode.py and cache.py.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,14 @@ from .request import (
     InfillRequest,
     RequestLike,
     SpanPlanLike,
-    auto_span,
     fit_context,
+    initial_span,
+    span_reach,
+    trim_context,
 )
-from .runner import BlockRunner, Observer, Row, RowRequest
+from .rows import Rows
+from .runner import BlockRunner, Observer
 from .scheduler import MAX_BATCH, MAX_QUEUE, Cancelled, Scheduler
-from .stop import StopRule
 from .watchdog import Watchdog
 
 
@@ -67,6 +69,16 @@ class Engine:
         )
         # the request's own code in a step (its stop rule) is bounded: past it the request fails
         self.watchdog = Watchdog()
+        # requests -> rows -> results (rows.py): the live batch's conversions, and the tests'
+        self.rows = Rows(
+            mask_id,
+            self.threshold,
+            self.args.max_positions,
+            lambda: self.device,
+            self.decode_ids,
+            self.watchdog,
+            variable=expand_id is not None or delete_id is not None,
+        )
         self._lock = threading.Lock()  # one decode step (or loop, or scoring pass) at a time
         self._scheduler: Scheduler | None = None
         self._scheduler_lock = threading.Lock()
@@ -145,7 +157,7 @@ class Engine:
         self.watchdog.close()
 
     def live_batch(self) -> LiveBatch:
-        return LiveBatch(self.runner, self._lock, self._row, self._result, self._head)
+        return LiveBatch(self.runner, self._lock, self.rows)
 
     def request(
         self,
@@ -172,20 +184,19 @@ class Engine:
 
         The span is the params' int, else the plan's, else the line/indent heuristic; the plan
         also brings the construct's stop rule and the most the span may grow to."""
-        if ids is None:
-            prefix_ids, suffix_ids = tuple(self.encode(prefix)), tuple(self.encode(suffix))
-        else:
+        spans = [initial_span(p, plan, prefix, suffix) for p in params]
+        room = self.args.max_positions - max(spans, default=0)
+        if ids is None:  # text of any length: trimmed here, once, beside the longest span
+            pre, suf = trim_context(self.encode(prefix), self.encode(suffix), room)
+            prefix_ids, suffix_ids = tuple(pre), tuple(suf)
+        else:  # a context cut to budgets that fit (hole.prepare): checked, never trimmed
             prefix_ids, suffix_ids = tuple(ids[0]), tuple(ids[1])
+            if room >= 0:  # (a span past the positions is the row's error to name)
+                fit_context(prefix_ids, suffix_ids, room)
         out = []
-        for p in params:
-            if isinstance(p.span, int):
-                span = p.span
-            elif plan is not None:
-                span = min(plan.span, p.max_span)
-            else:
-                span = auto_span(prefix, suffix, p.max_span)
-            room = p.max_span if plan is None else min(plan.max_span, p.max_span)
+        for p, span in zip(params, spans, strict=True):
             grows = plan is not None or p.expand
+            cap = plan.max_span if plan is not None else p.max_span
             out.append(
                 InfillRequest(
                     prefix_ids,
@@ -194,7 +205,7 @@ class Engine:
                     p,
                     cancel,
                     stop=plan.stop if plan is not None else None,
-                    max_span=max(span, room) if grows else span,
+                    max_span=span_reach(span, cap, p.max_span) if grows else span,
                 )
             )
         return out
@@ -202,11 +213,24 @@ class Engine:
     def run(
         self, requests: Sequence[InfillRequest], observer: Observer | None = None
     ) -> list[InfillResult]:
-        """Decode encoded holes together: they share forward passes until each one ends."""
-        rows = [self._row(r) for r in requests]
-        with self._lock:
-            self.runner.run(rows, observer=observer)
-        return [self._result(row, r) for row, r in zip(rows, requests, strict=True)]
+        """Decode encoded holes together until each one ends: a live batch of their own, the
+        scheduler's stepping without its queue (no request joins later); `observer` sees every
+        step. Raises the first error that failed a request alone."""
+        batch = self.live_batch()
+        try:
+            for i, r in enumerate(requests):
+                batch.join(i, r)
+            outcomes: dict[int, InfillResult | Exception] = {}
+            while len(batch):
+                outcomes.update(batch.step(observer))
+        except BaseException:
+            batch.fail()  # the cache goes with the rows
+            raise
+        out = [outcomes[i] for i in range(len(requests))]
+        for outcome in out:
+            if isinstance(outcome, Exception):
+                raise outcome
+        return [o for o in out if isinstance(o, InfillResult)]
 
     def refine(
         self,
@@ -240,15 +264,17 @@ class Engine:
         p = replace(
             base, span=n_ids, max_span=max(base.max_span, n_ids), min_tokens=n_ids, expand=False
         )
+        room = self.args.max_positions - n_ids  # the context as sent: trimmed once, here
+        pre, suf = trim_context(self.encode(prefix), self.encode(suffix), room)
         request = InfillRequest(
-            tuple(self.encode(prefix)),
-            tuple(self.encode(suffix)),
+            tuple(pre),
+            tuple(suf),
             n_ids,
             p,
             cancel,
             fill=tuple(ids),
         )
-        row = self._row(request)
+        row = self.rows.row(request)
         lo, hi = row.span_start, row.span_end
         with self._lock, torch.inference_mode():
             logp = torch.log_softmax(self.logits(row.canvas[None])[0, lo:hi], dim=-1)
@@ -285,95 +311,6 @@ class Engine:
         return str(self.tokenizer.decode(list(ids), clean_up_tokenization_spaces=False))
 
     # -- internals ------------------------------------------------------------------------------
-    def _row(self, r: InfillRequest) -> Row:
-        limit = self.args.max_positions
-        if r.span > limit:
-            raise ValueError(f"span {r.span} exceeds the model's {limit} positions")
-        prefix, suffix = fit_context(list(r.prefix_ids), list(r.suffix_ids), limit - r.span)
-        params = r.params
-        if params.threshold is None:
-            params = replace(params, threshold=self.threshold)
-        if r.fill is not None and len(r.fill) != r.span:
-            raise ValueError(f"a fill of {len(r.fill)} ids for a span of {r.span}")
-        span = list(r.fill) if r.fill is not None else [self.mask_id] * r.span
-        canvas = torch.tensor(prefix + span + suffix, dtype=torch.long)
-        generator = None
-        if params.temperature > 0:
-            generator = torch.Generator(device=self.device)
-            if params.seed is not None:
-                generator.manual_seed(params.seed)
-            else:
-                generator.seed()
-        variable = params.expand and (self.expand_id is not None or self.delete_id is not None)
-        drafts = tuple(torch.tensor(d, dtype=torch.long, device=self.device) for d in r.drafts if d)
-        return Row(
-            canvas=canvas.to(self.device),
-            span_start=len(prefix),
-            span_end=len(prefix) + r.span,
-            request=RowRequest(params, r.cancel, generator, limit, variable, drafts),
-            max_span=r.max_span,
-            stop=self._stop_fn(r.stop) if r.stop is not None and r.stop.kind != "none" else None,
-        )
-
-    def _stop_fn(self, rule: StopRule) -> Callable[[list[int]], int | None]:
-        """The rule on token ids: how many ids to keep so that their text reaches the cut."""
-
-        def keep(ids: list[int]) -> int | None:
-            with self.watchdog.guard():
-                cut = rule.cut(self.decode_ids(ids))
-                if cut is None:
-                    return None
-                lo, hi = 0, len(ids)  # the fewest ids whose text is at least `cut` long
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if len(self.decode_ids(ids[:mid])) >= cut:
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                return lo
-
-        return keep
-
-    def _result(self, row: Row, request: InfillRequest) -> InfillResult:
-        if row.error is not None:
-            raise row.error
-        stop = row.end_at if row.end_at is not None else row.span_end
-        ids = [t for t in row.canvas[row.span_start : stop].tolist() if t != self.mask_id]
-        if row.stop_reason is None:
-            raise RuntimeError("the block loop returned an unfinished row")
-        text = self.decode_ids(ids)
-        if request.stop is not None:
-            with self.watchdog.guard():  # the request's own rule, as inside a step
-                if row.cut:
-                    cut = request.stop.cut(text)
-                    text = text if cut is None else text[:cut]  # the last id may run past the end
-                if row.stop_reason != "cancelled":
-                    text = request.stop.close(text)
-        return InfillResult(
-            text=text,
-            tokens=row.committed,
-            nfe_full=row.nfe_full,
-            nfe_block=row.nfe_block,
-            elapsed_ms=row.elapsed_ms,
-            stop_reason=row.stop_reason,
-            token_ids=ids,
-            span=row.span_end - row.span_start,
-            grown=row.grown,
-            edits=row.edits,
-            verified=row.verified,
-            drafted=row.drafted,
-        )
-
-    def _head(self, row: Row, request: InfillRequest) -> str:
-        """A live row's committed leading text, which its result's text will begin with: its
-        head ids decoded, less what the end may still change: a character whose bytes are not
-        all committed and, under a stop rule (a dedent or a brace cuts the whitespace before
-        it), trailing whitespace. Nothing once the rule cut it or when edits move its ids."""
-        if row.cut or row.request.variable or row.error is not None:
-            return ""
-        text = self.decode_ids(row.head_ids(self.mask_id)).rstrip("\ufffd")
-        return text.rstrip() if row.stop is not None else text
-
     def _as_request(self, r: RequestLike) -> InfillRequest:
         if isinstance(r, InfillRequest):
             return r

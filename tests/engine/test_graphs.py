@@ -61,7 +61,7 @@ def test_graphs_are_dropped_when_the_cache_is_replaced(
     p = InfillParams(span=32, block_size=8, threshold=2.0)
     reqs = [e.request(PREFIX, SUFFIX, replace(p, span=6)), e.request(PREFIX, SUFFIX, p)]
     batch = e.runner.batch()
-    rows = [e._row(r) for r in reqs]
+    rows = [e.rows.row(r) for r in reqs]
     batch.admit(rows)
     while len(batch) == 2:
         batch.step()
@@ -72,7 +72,7 @@ def test_graphs_are_dropped_when_the_cache_is_replaced(
     while batch:
         batch.step()
     e.runner.graphs = None
-    assert [e._result(r, q).token_ids for r, q in zip(rows, reqs, strict=True)] == [
+    assert [e.rows.result(r, q).token_ids for r, q in zip(rows, reqs, strict=True)] == [
         r.token_ids for r in e.run(reqs)
     ]
 
@@ -87,11 +87,11 @@ def test_a_growing_span_is_replayed_with_its_new_key_mask(
     req = replace(e.request(PREFIX, SUFFIX, p), max_span=32)
 
     def decode() -> list[int]:
-        row = e._row(req)
+        row = e.rows.row(req)
         row.stop = lambda ids: None  # a construct that never closes: the span grows to 32
         e.runner.run([row])
         assert row.grown == 24 and row.nfe_block > 20
-        return e._result(row, req).token_ids
+        return e.rows.result(row, req).token_ids
 
     graphed = decode()
     assert graphs.replays > 0

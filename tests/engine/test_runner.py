@@ -75,7 +75,7 @@ def test_no_cache_means_every_step_is_full(dream_engine: Engine) -> None:
 
 def test_threshold_above_one_commits_one_token_per_step(dream_engine: Engine) -> None:
     p = InfillParams(span=12, block_size=4, decode="threshold", threshold=1.5)
-    row = dream_engine._row(dream_engine.request(PREFIX, SUFFIX, p))
+    row = dream_engine.rows.row(dream_engine.request(PREFIX, SUFFIX, p))
     dream_engine.runner.run([row])
     assert row.trace == [1] * 12
     assert row.nfe_full + row.nfe_block == 12
@@ -119,7 +119,7 @@ def test_end_token_mid_span_one_token_per_step(dream_engine: Engine) -> None:
     calls, handle = count_calls(dream_engine)
     try:
         p = InfillParams(span=48, block_size=8, decode="fixed")
-        row = dream_engine._row(dream_engine.request(PREFIX, SUFFIX, p))
+        row = dream_engine.rows.row(dream_engine.request(PREFIX, SUFFIX, p))
         dream_engine.runner.run([row])
     finally:
         handle.remove()
@@ -154,11 +154,11 @@ def test_rows_join_a_running_batch_between_steps(dream_engine: Engine) -> None:
     first = [e.request(PREFIX, SUFFIX, p), e.request("a = 1\n", "", replace(p, cache="prefix"))]
     late = e.request("import os\n" * 6 + PREFIX, SUFFIX * 3, replace(p, span=24))
     batch = e.runner.batch()
-    rows = [e._row(r) for r in first]
+    rows = [e.rows.row(r) for r in first]
     batch.admit(rows)
     ended = batch.step() + batch.step()
     length = batch.cache.length
-    late_row = e._row(late)
+    late_row = e.rows.row(late)
     assert late_row.max_length > length
     batch.admit([late_row])
     assert batch.cache.batch == 3 and batch.cache.length == late_row.max_length
@@ -168,7 +168,7 @@ def test_rows_join_a_running_batch_between_steps(dream_engine: Engine) -> None:
     assert batch.cache.batch == 0 and batch.cache.nbytes == 0  # freed as the last row left
     for req, row in zip([*first, late], [*rows, late_row], strict=True):
         alone = e.run([req])[0]
-        assert e._result(row, req).token_ids == alone.token_ids
+        assert e.rows.result(row, req).token_ids == alone.token_ids
         assert (row.nfe_full, row.nfe_block) == (alone.nfe_full, alone.nfe_block)
 
 
@@ -205,7 +205,7 @@ def test_empty_prefix_and_suffix(dream_engine: Engine, threshold: float) -> None
     """A canvas that is the span alone (position 0 scored by its own hidden state, Dream's shift
     having no token before it) decodes exactly as full passes recomputed from scratch do."""
     p = InfillParams(span=6, block_size=4, threshold=threshold, cache="none")
-    row = dream_engine._row(dream_engine.request("", "", p))
+    row = dream_engine.rows.row(dream_engine.request("", "", p))
     assert (row.span_start, row.span_end, row.length) == (0, 6, 6)
     r = dream_engine.infill("", "", p)
     assert r.stop_reason in ("span_full", "end_token") and r.span == 6
@@ -225,7 +225,7 @@ def test_sampling_is_seeded(dream_engine: Engine) -> None:
 
 
 def test_oversized_context_is_trimmed_at_the_far_ends(dream_engine: Engine) -> None:
-    from infill_engine.engine import fit_context
+    from infill_engine.request import fit_context
 
     prefix, suffix = fit_context(list(range(900)), list(range(1000, 1300)), 400)
     assert len(prefix) + len(suffix) == 400

@@ -85,15 +85,18 @@ def after_each_step(
 ) -> None:
     """Call hook(n) on the scheduler's worker right after the n-th step of its running batch
     (before the scheduler counts the step and hands out results): the test decides what the
-    worker does next, and when."""
-    real = engine.live_batch
+    worker does next, and when. Only the first live batch is hooked (the scheduler's, built as
+    its worker starts); `Engine.run`'s batches step as they are."""
+    real, made = engine.live_batch, itertools.count()
 
     def live_batch() -> Any:
         batch = real()
+        if next(made):
+            return batch
         step, steps = batch.step, itertools.count(1)
 
-        def stepped() -> Any:
-            ended = step()
+        def stepped(*args: Any) -> Any:
+            ended = step(*args)
             hook(next(steps))
             return ended
 
@@ -341,14 +344,14 @@ def test_a_request_the_engine_cannot_run_is_refused_or_fails_alone(
     too_long = engine.args.max_positions + 1
     with Scheduler(engine) as s, pytest.raises(ValueError, match="positions"):
         s.submit(PREFIX, SUFFIX, InfillParams(span=too_long, max_span=too_long))
-    real = engine._row
+    real = engine.rows.row
 
     def flaky(request: InfillRequest) -> Any:
         if request.params.seed == 666:
             raise ValueError("boom")
         return real(request)
 
-    monkeypatch.setattr(engine, "_row", flaky)
+    monkeypatch.setattr(engine.rows, "row", flaky)
     with Scheduler(engine, start=False) as s:
         bad = s.submit(PREFIX, SUFFIX, InfillParams(span=8, seed=666))
         good = s.submit(PREFIX, SUFFIX, fixed(8))

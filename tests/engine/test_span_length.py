@@ -19,7 +19,7 @@ SUFFIX = "\n\nclass Point:\n"
 
 def rows_for(engine: Engine, span: int, params: InfillParams, **kw: object) -> Row:
     req = engine.request(PREFIX, SUFFIX, replace(params, span=span))
-    return engine._row(replace(req, **kw))  # type: ignore[arg-type]
+    return engine.rows.row(replace(req, **kw))  # type: ignore[arg-type]
 
 
 # -- the stop rule, on text ------------------------------------------------------------------
@@ -89,7 +89,7 @@ def test_an_inserted_statement_closes_with_its_newline() -> None:
 
 
 def test_the_engine_keeps_the_ids_whose_text_reaches_the_cut(dream_engine: Engine) -> None:
-    keep = dream_engine._stop_fn(StopRule("line"))
+    keep = dream_engine.rows.stop_fn(StopRule("line"))
     ids = dream_engine.encode("a + b\nreturn x")
     k = keep(ids)
     assert k is not None
