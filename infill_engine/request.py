@@ -1,10 +1,13 @@
 """A hole as the block loop runs it: `InfillRequest` (ids encoded once, the span, the stop rule
-from the plan), the span-plan protocol the engine reads, and the two request-building policies
-that have no model in them: the span heuristic without a planner, and the context trim."""
+from the plan), the span-plan protocol the engine reads, and the request-building policies
+that have no model in them: the span heuristic without a planner, the candidate spans, how far a
+planned row may reach, and the context rule: budgets that fit, one trim for callers that bring
+any length, and the check that nothing is trimmed twice."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -72,12 +75,22 @@ def auto_span(prefix: str, suffix: str, max_span: int) -> int:
     return min(want, max_span)
 
 
+def initial_span(p: InfillParams, plan: SpanPlanLike | None, prefix: str, suffix: str) -> int:
+    """A request's initial span: the params' int, else the plan's, else the line/indent
+    heuristic."""
+    if isinstance(p.span, int):
+        return p.span
+    if plan is not None:
+        return min(plan.span, p.max_span)
+    return auto_span(prefix, suffix, p.max_span)
+
+
 def budgets(
     max_positions: int, span: int, prefix_tokens: int, suffix_tokens: int
 ) -> tuple[int, int]:
     """Context budgets within what the model can see beside the span: asked-for budgets that
     do not fit shrink, the suffix keeping at least a quarter of the room. The one rule of how
-    context is cut: the planner sizes the editor's context with it, `fit_context` trims ids."""
+    context is cut: the planner and prepare size the context with it, `trim_context` trims ids."""
     room = max(0, max_positions - span)
     if prefix_tokens + suffix_tokens <= room:
         return prefix_tokens, suffix_tokens
@@ -85,11 +98,37 @@ def budgets(
     return min(prefix_tokens, room - suffix), suffix
 
 
-def fit_context(prefix: list[int], suffix: list[int], room: int) -> tuple[list[int], list[int]]:
-    """Trim the far ends (prefix start, suffix end) so prefix + suffix fit in `room` tokens. A
-    context cut to the planner's budgets already fits: nothing is trimmed twice."""
+def trim_context(
+    prefix: Sequence[int], suffix: Sequence[int], room: int
+) -> tuple[list[int], list[int]]:
+    """Trim the far ends (prefix start, suffix end) so prefix + suffix fit in `room` tokens: for
+    callers that bring whole texts or ids of any length (`Engine.infill(prefix, suffix)`, a
+    refine's context as sent), once, when the request is built. A prepared hole (hole.prepare)
+    is cut to budgets that fit instead."""
     keep_prefix, keep_suffix = budgets(room, 0, len(prefix), len(suffix))
-    return prefix[len(prefix) - keep_prefix :], suffix[:keep_suffix]
+    return list(prefix[len(prefix) - keep_prefix :]), list(suffix[:keep_suffix])
+
+
+def fit_context(
+    prefix: Sequence[int], suffix: Sequence[int], room: int
+) -> tuple[list[int], list[int]]:
+    """A request's context as the row's, checked to fit in `room` tokens beside its span: a
+    context is trimmed once (trim_context, or prepare's budgets) and never again where the row
+    is built, so the window a fill is finished against is the one the model saw. ValueError
+    otherwise."""
+    if len(prefix) + len(suffix) > room:
+        raise ValueError(
+            f"a context of {len(prefix)} + {len(suffix)} tokens does not fit the {room} "
+            "positions beside the span; cut it to budgets (hole.prepare) or trim it "
+            "(request.trim_context) when building the request"
+        )
+    return list(prefix), list(suffix)
+
+
+def span_reach(span: int, plan_max_span: int, max_span: int) -> int:
+    """The most masks a row that grows may reach: its initial span, or the room its plan's
+    max_span and its params' leave it (the lesser of the two)."""
+    return max(span, min(plan_max_span, max_span))
 
 
 def candidate_spans(base: int, cap: int, candidates: int) -> list[int]:

@@ -6,7 +6,6 @@ can be tested in-process; the server turns edits into `workspace/applyEdit` requ
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import grammars
@@ -71,11 +70,10 @@ async def _fill(
         end,
         language_id,
         "command",
-        1,
-        opts.context.prefix_tokens,
-        opts.context.suffix_tokens,
-        decode_params(opts.decode, min_tokens),
-        threading.Event(),
+        prefix_tokens=opts.context.prefix_tokens,
+        suffix_tokens=opts.context.suffix_tokens,
+        params=decode_params(opts.decode, min_tokens),
+        drafting=False,
     )
     return hole, await backend.fill(hole)
 
@@ -197,11 +195,10 @@ async def refine_selection(
         end,
         language_id,
         "command",
-        1,
-        opts.context.prefix_tokens,
-        opts.context.suffix_tokens,
-        decode_params(opts.decode),  # refine sets the span and holds end tokens off itself
-        threading.Event(),
+        prefix_tokens=opts.context.prefix_tokens,
+        suffix_tokens=opts.context.suffix_tokens,
+        params=decode_params(opts.decode),  # refine sets the span and holds end tokens off itself
+        drafting=False,
     )
     r = await backend.refine(hole, fraction)
     what = f"refined {r.changed} of {len(r.remasked)} unlikely tokens"

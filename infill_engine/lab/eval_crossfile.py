@@ -9,7 +9,7 @@ itself does not define. The other files are offered the way the language server 
 definition in its module (as when the user has visited it) and, newer, the heads of the
 package's other modules (as when they have been opened); the store chooses by the names the
 lines before the cursor share with each chunk. Each hole is filled twice by the same engine
-through the same native steps (service/native.prepare), with and without the chosen chunks, at
+through the same native steps (hole.prepare), with and without the chosen chunks, at
 the same prefix and suffix budgets and the same span (the line's own token length).
 
 Reported, with and without: exact match (the line, trailing space aside), the rate at which
@@ -27,7 +27,6 @@ import random
 import re
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -186,25 +185,23 @@ class Config:
 
 
 def _fill(engine: Any, hole: Hole, extra: Sequence[tuple[str, str]], cfg: Config) -> Any:
+    from ..hole import Hole as Ask
+    from ..hole import prepare
     from ..params import InfillParams
-    from ..service.native import NativeAsk, prepare
 
     span = max(1, min(cfg.max_span, len(engine.encode(hole.middle))))
-    ask = NativeAsk(
-        text=hole.text,
-        offset=hole.offset,
-        end=None,
+    ask = Ask(
+        hole.text,
+        hole.offset,
         language_id=hole.language_id,
         priority="invoked",
-        candidates=1,
         prefix_tokens=cfg.prefix_tokens,
         suffix_tokens=cfg.suffix_tokens,
         params=InfillParams(span=span, max_span=span, min_tokens=1),
-        deadline_ms=None,
         extra=tuple(extra),
         extra_tokens=cfg.extra_tokens,
     )
-    prepared = prepare(engine, ask, threading.Event())
+    prepared = prepare(engine, ask)
     (result,) = engine.run(prepared.requests)
     return prepared, result
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -69,23 +68,13 @@ def prepared(
     engine: Any, root: Path, n: int, seed: int, kinds: Sequence[str] = KINDS
 ) -> list[tuple[InfillRequest, str]]:
     """Each hole's first row as the service builds it (with the file's drafts), and its truth."""
-    from ..service.native import NativeAsk, prepare
+    from ..hole import Hole, prepare
 
     out = []
-    for _, hole in repo_holes(root, n, seed, kinds=kinds):
-        ask = NativeAsk(
-            text=hole.text,
-            offset=hole.offset,
-            end=None,
-            language_id="python",
-            priority="invoked",
-            candidates=1,
-            prefix_tokens=1024,
-            suffix_tokens=512,
-            params=InfillParams(min_tokens=1, speculate="fast"),
-            deadline_ms=None,
-        )
-        out.append((prepare(engine, ask, threading.Event()).requests[0], hole.middle))
+    params = InfillParams(min_tokens=1, speculate="fast")
+    for _, case in repo_holes(root, n, seed, kinds=kinds):
+        ask = Hole(case.text, case.offset, language_id="python", priority="invoked", params=params)
+        out.append((prepare(engine, ask).requests[0], case.middle))
     return out
 
 

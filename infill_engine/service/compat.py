@@ -34,17 +34,9 @@ from typing import Any
 
 import grammars
 
+from ..hole import EXTRA_TOKENS, Hole
 from ..params import InfillParams, InfillResult
-from ..request import PREFIX_TOKENS, SUFFIX_TOKENS
-from .native import (
-    EXTRA_TOKENS,
-    MAX_BUDGET,
-    MAX_CANDIDATES,
-    MAX_DOCUMENT_CHARS,
-    TRIGGERS,
-    NativeAsk,
-    parse_chunks,
-)
+from .native import MAX_BUDGET, MAX_CANDIDATES, MAX_DOCUMENT_CHARS, parse_chunks
 from .wire import BadRequest, check_int
 
 log = logging.getLogger("infill_engine.service")
@@ -57,7 +49,7 @@ DEFAULT_MAX_TOKENS = 128  # llama.vim's n_predict; OpenAI's own default (16) is 
 
 @dataclass(frozen=True)
 class CompatAsk:
-    ask: NativeAsk
+    ask: Hole
     stop: tuple[str, ...] = ()
     n_indent: int = 0  # llama.cpp: a line indented less than this ends the fill
     stream: bool = False
@@ -153,20 +145,17 @@ def _ask(
     params: InfillParams,
     extra: tuple[tuple[str, str], ...] = (),
     extra_tokens: int = EXTRA_TOKENS,
-) -> NativeAsk:
+) -> Hole:
+    """The route's fill as the one hole: invoked, at the cursor, with the default budgets."""
     if len(text) > MAX_DOCUMENT_CHARS:
         raise BadRequest(f"the request is over {MAX_DOCUMENT_CHARS} characters")
-    return NativeAsk(
-        text=text,
-        offset=offset,
-        end=None,
+    return Hole(
+        text,
+        offset,
         language_id=language_id,
-        priority=TRIGGERS["invoked"],
+        priority="invoked",
         candidates=candidates,
-        prefix_tokens=PREFIX_TOKENS,
-        suffix_tokens=SUFFIX_TOKENS,
         params=params,
-        deadline_ms=None,
         extra=extra,
         extra_tokens=extra_tokens,
     )

@@ -19,12 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..hole import Hole
 from ..params import InfillParams, InfillResult
 from ..request import InfillRequest
 from ..scheduler import PRIORITIES, Priority, Scheduler, Ticket
 from .frames import CHUNK, FrameError, FrameReader, Message, encode_frame
 from .metrics import Metrics
-from .native import NativeAsk, native_result, parse_native, run_native
+from .native import native_result, parse_native, run_native
 from .refine import RefineAsk, can_refine, parse_refine, run_refine
 from .wire import (
     PROTOCOL_VERSION,
@@ -355,7 +356,7 @@ class Connection:
             return
         self._start(rid, lambda p: self._run_native(rid, p, ask))
 
-    async def _run_native(self, rid: RequestId, pending: Pending, ask: NativeAsk) -> None:
+    async def _run_native(self, rid: RequestId, pending: Pending, ask: Hole) -> None:
         service = self.service
         try:
             prepared, done = await run_native(service.scheduler, service.encoder, pending, ask)

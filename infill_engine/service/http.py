@@ -42,6 +42,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..hole import Hole, Prepared
 from ..params import InfillResult
 from .compat import (
     CompatAsk,
@@ -61,7 +62,7 @@ from .compat import parse_openai as parse_openai_body
 from .frames import FrameError, decode_payload
 from .front import Service
 from .metrics import CONTENT_TYPE as METRICS_TYPE
-from .native import NativeAsk, Prepared, native_result, parse_native, run_native, with_drafts
+from .native import native_result, parse_native, run_native, with_drafts
 from .refine import parse_refine, run_refine
 from .slots import Slot, Slots
 from .stream import Done, Shape, Stream, event
@@ -342,7 +343,7 @@ class HttpFront:
         return body
 
     async def _rows(
-        self, request: Request, ask: NativeAsk, watch: Watch | None = None
+        self, request: Request, ask: Hole, watch: Watch | None = None
     ) -> tuple[Prepared, Done]:
         """Run an ask's rows; a client that goes away before they are done cancels them.
         `watch` hears each fill's leading text as its blocks finish (a stream's)."""

@@ -1,9 +1,10 @@
 """The native call, `v2/infill`: a document (or a window of it) and a cursor in, the fills out.
 
-The service does what a client would otherwise need the model's files for: it plans the span
-(planner.plan: the hole's kind, span, stop rule and context budgets), cuts the context to the
-budgets and tokenizes it once (context.py), and queues one row per candidate span. A client needs
-no tokenizer, no weights and no torch; it sends text and gets text.
+The request parses into the one hole (infill_engine/hole.py), which the service prepares as the
+language server's in-process engine does (hole.prepare): it plans the span (planner.plan: the
+hole's kind, span, stop rule), cuts the context to budgets that leave room for the furthest any
+candidate may reach and tokenizes it once (context.py), and queues one row per candidate span.
+A client needs no tokenizer, no weights and no torch; it sends text and gets text.
 
 Request fields (a JSON object or a msgpack map):
 
@@ -46,16 +47,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-import grammars
-
-from .. import drafts, planner
-from ..context import Context, Tokens, build_context, build_extra, tokenize_with
+from .. import drafts
 from ..drafts.rank import choose
-from ..params import InfillParams, InfillResult
-from ..request import PREFIX_TOKENS, SUFFIX_TOKENS, InfillRequest, candidate_spans
+from ..hole import EXTRA_TOKENS, Hole, Prepared, prepare
+from ..params import InfillResult
+from ..request import PREFIX_TOKENS, SUFFIX_TOKENS, InfillRequest
 from ..scheduler import Priority, Scheduler, Ticket
 from .wire import BadRequest, check_int, parse_deadline, parse_params, result_dict
 from .work import Pending, Watch, run_rows
@@ -67,41 +65,11 @@ MAX_EXTRA_CHUNKS = 64
 MAX_EXTRA_CHARS = 1_000_000  # all chunks together
 MAX_DRAFTS = 16
 MAX_DRAFT_CHARS = 1000
-EXTRA_TOKENS = 512  # other files' chunks, unless the caller says otherwise
 TRIGGERS: dict[str, Priority] = {
     "automatic": "automatic",
     "invoked": "invoked",
     "command": "command",
 }
-
-
-@dataclass(frozen=True)
-class NativeAsk:
-    text: str
-    offset: int
-    end: int | None
-    language_id: str
-    priority: Priority
-    candidates: int
-    prefix_tokens: int
-    suffix_tokens: int
-    params: InfillParams
-    deadline_ms: float | None
-    extra: tuple[tuple[str, str], ...] = ()  # other files' (path, text), the most relevant last
-    extra_tokens: int = EXTRA_TOKENS
-    drafts: tuple[drafts.Draft, ...] = ()  # the client's own (its workspace index)
-    drafting: bool = True  # look for drafts in the request's text too
-
-
-@dataclass
-class Prepared:
-    """What the encoder thread made of an ask: the plan, the context, one row per span, and the
-    drafts for the cursor, best first."""
-
-    plan: planner.SpanPlan
-    context: Context
-    requests: list[InfillRequest]
-    drafts: list[drafts.Draft] = field(default_factory=list)
 
 
 def _int(raw: Any, name: str, lo: int, hi: int, default: int | None = None) -> int:
@@ -154,8 +122,8 @@ def parse_drafts(raw: Any) -> list[drafts.Draft]:
     return out
 
 
-def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> NativeAsk:
-    """Check a v2/infill request's fields; `BadRequest` names the first wrong one."""
+def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> Hole:
+    """A v2/infill request as the one hole; `BadRequest` names the first wrong field."""
     text = msg.get("text")
     if not isinstance(text, str):
         raise BadRequest("text must be a string")
@@ -172,7 +140,7 @@ def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> Na
     if not isinstance(trigger, str) or trigger not in TRIGGERS:
         raise BadRequest(f"trigger must be one of {list(TRIGGERS)}")
     deadline_ms = parse_deadline(msg.get("deadline_ms"))
-    return NativeAsk(
+    return Hole(
         text=text,
         offset=offset,
         end=end,
@@ -198,76 +166,11 @@ def _flag(raw: Any, name: str, default: bool = True) -> bool:
     return raw
 
 
-def prepare(
-    engine: Any, ask: NativeAsk, cancel: threading.Event, tree: Any | None = None
-) -> Prepared:
-    """Plan, cut and tokenize, and build the rows: on the service's encoder thread (the
-    in-process engine of the language server runs the same steps, with the document's tree).
-    A selection's own text is not context: the model sees the text around [offset, end)."""
-    p = ask.params
-    hole = planner.plan(
-        ask.text,
-        ask.offset,
-        ask.language_id,
-        engine.encode,
-        end=ask.end,
-        tree=tree,
-        max_positions=engine.args.max_positions,
-        prefix_tokens=ask.prefix_tokens,
-        suffix_tokens=ask.suffix_tokens,
-        max_span=p.max_span,
-        block_size=p.block_size,
-    )
-    tokenizer = engine.tokenizer
-    if tokenizer is None:
-        raise ValueError("the model has no tokenizer")
-    after = ask.offset if ask.end is None else ask.end
-    joined = ask.text if after == ask.offset else ask.text[: ask.offset] + ask.text[after:]
-
-    def tokenize(s: str) -> Tokens:
-        return tokenize_with(tokenizer, s)
-
-    ctx = build_context(joined, ask.offset, tokenize, hole.prefix_tokens, hole.suffix_tokens)
-    if after != ask.offset:  # the suffix's end, in the text's own coordinates
-        ctx = dataclasses.replace(ctx, suffix_end=ctx.suffix_end + after - ask.offset)
-    base = p.span if isinstance(p.span, int) else hole.span
-    if p.temperature > 0:  # samples of the planned span, each with its own seed
-        spans = candidate_spans(base, p.max_span, 1) * ask.candidates
-    else:  # greedy fills differ by their span: the planned one, twice and half of it
-        spans = candidate_spans(base, p.max_span, ask.candidates)
-    if ask.extra and ask.extra_tokens > 0:
-        # the chunks' own budget, within what the context and the longest initial span leave
-        # (the room the engine fits each row's context to: fit_context trims nothing of it)
-        used = len(ctx.prefix_ids) + len(ctx.suffix_ids) + max(spans)
-        budget = min(ask.extra_tokens, engine.args.max_positions - used)
-        spec = grammars.spec(ask.language_id)
-        comment = spec.line_comment if spec is not None and spec.line_comment else "#"
-        ctx = dataclasses.replace(ctx, extra=build_extra(ask.extra, comment, tokenize, budget))
-    params = [
-        dataclasses.replace(
-            p,
-            span=s,
-            max_span=max(s, p.max_span),
-            min_tokens=min(s, p.min_tokens),
-            seed=None if p.seed is None else p.seed + i,
-        )
-        for i, s in enumerate(spans)
-    ]
-    requests = engine.requests(ctx.model_prefix, ctx.suffix, params, hole, cancel, ids=ctx.ids)
-    found: list[drafts.Draft] = []
-    if ask.end is None and ask.drafting:
-        found = drafts.gather(ask.text, ask.offset, ask.extra, ask.drafts)
-    if found and p.speculate != "off":  # the best few, as ids for the decoding (speculate.py)
-        ids = tuple(tuple(engine.encode(d.text)) for d in found[: drafts.IN_DECODING])
-        requests = [dataclasses.replace(r, drafts=ids) for r in requests]
-    return Prepared(hole, ctx, requests, found)
-
-
 async def run_native(
     scheduler: Scheduler,
     encoder: ThreadPoolExecutor,
     pending: Pending,
-    ask: NativeAsk,
+    ask: Hole,
     watch: Watch | None = None,
 ) -> tuple[Prepared, list[tuple[InfillResult, Ticket]]]:
     """An ask, prepared on the encoder thread and its rows run (work.run_rows): what both
@@ -277,7 +180,7 @@ async def run_native(
     prepared: list[Prepared] = []
 
     def build(cancel: threading.Event) -> list[InfillRequest]:
-        prepared.append(prepare(engine, ask, cancel))
+        prepared.append(prepare(engine, dataclasses.replace(ask, cancel=cancel)))
         return prepared[0].requests
 
     def drafted(i: int, text: str) -> None:

@@ -3,25 +3,28 @@ and for the language server's in-process engine: the selection is scored in one 
 (`Engine.refine`), its least confident tokens are remasked and re-predicted as a row of the
 running batch, at command priority, beside the completions.
 
-With budgets (`prefixTokens`, `suffixTokens`, and `languageId` for the planner) the selection
-is a hole like a `v2/infill` one: its context is planned, cut to the budgets and tokenized by
-the same `prepare` (native.py), so a client that has no tokenizer cuts exactly as one that has.
-Without them, `prefix` and `suffix` go in as sent and `Engine.refine` trims them to the model's
-positions."""
+A refine asks about a hole (hole.py): the selection [offset, end) of its text. With budgets
+(`prefixTokens`, `suffixTokens`, and `languageId` for the planner) its context is planned, cut
+to them and tokenized by the same `prepare` as a `v2/infill` hole's, budgeted for the
+selection's own tokens, so a client that has no tokenizer cuts exactly as one that has and the
+language server's in-process engine cuts as the service does. Without them (`cut` off), the
+prefix and suffix go in as sent and `Engine.refine` trims them to the model's positions."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..params import InfillParams, RefineResult
+from ..hole import Hole, prepare
+from ..params import RefineResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS
 from ..scheduler import Scheduler, SchedulerError
-from .native import MAX_BUDGET, NativeAsk, prepare
+from .native import MAX_BUDGET
 from .wire import BadRequest, check_int, parse_params
 from .work import Refusal
 
@@ -30,13 +33,9 @@ log = logging.getLogger("infill_engine.service")
 
 @dataclass(frozen=True)
 class RefineAsk:
-    prefix: str
-    text: str  # the selection: what is re-predicted
-    suffix: str
+    hole: Hole  # the selection [offset, end) of its text is what is re-predicted
     fraction: float  # of its tokens remasked, in (0, 1]
-    params: InfillParams
-    language_id: str = "plaintext"
-    budgets: tuple[int, int] | None = None  # prefix and suffix tokens: cut as a hole; None: as sent
+    cut: bool = True  # the context cut to the hole's budgets; False: the text around as sent
 
 
 def parse_refine(msg: Mapping[str, Any]) -> RefineAsk:
@@ -52,58 +51,48 @@ def parse_refine(msg: Mapping[str, Any]) -> RefineAsk:
     if not 0 < fraction <= 1:
         raise BadRequest("fraction must be a number in (0, 1]")
     prefix, text, suffix = texts
-    params = parse_params(msg.get("params"))
     language_id = msg.get("languageId", "plaintext")
     if not isinstance(language_id, str) or not 0 < len(language_id) <= 64:
         raise BadRequest("languageId must be a string of 1 to 64 characters")
     pre, suf = msg.get("prefixTokens"), msg.get("suffixTokens")
-    if pre is None and suf is None:
-        return RefineAsk(prefix, text, suffix, float(fraction), params, language_id)
-    budgets = (
-        PREFIX_TOKENS if pre is None else check_int(pre, "prefixTokens", 0, MAX_BUDGET),
-        SUFFIX_TOKENS if suf is None else check_int(suf, "suffixTokens", 0, MAX_BUDGET),
-    )
-    return RefineAsk(prefix, text, suffix, float(fraction), params, language_id, budgets)
-
-
-def cut(
-    engine: Any, ask: RefineAsk, cancel: threading.Event, tree: Any | None = None
-) -> tuple[str, str]:
-    """The prefix and suffix the model sees around the selection: with budgets, what `prepare`
-    cuts for the hole [len(prefix), len(prefix + text)) (`tree`: the document's, when kept);
-    without, the ask's own."""
-    if ask.budgets is None:
-        return ask.prefix, ask.suffix
-    offset = len(ask.prefix)
-    hole = NativeAsk(
-        text=ask.prefix + ask.text + ask.suffix,
-        offset=offset,
-        end=offset + len(ask.text),
-        language_id=ask.language_id,
-        priority="command",
-        candidates=1,
-        prefix_tokens=ask.budgets[0],
-        suffix_tokens=ask.budgets[1],
-        params=ask.params,
-        deadline_ms=None,
+    pre_n = PREFIX_TOKENS if pre is None else check_int(pre, "prefixTokens", 0, MAX_BUDGET)
+    suf_n = SUFFIX_TOKENS if suf is None else check_int(suf, "suffixTokens", 0, MAX_BUDGET)
+    hole = Hole(
+        prefix + text + suffix,
+        len(prefix),
+        len(prefix) + len(text),
+        language_id,
+        "command",
+        prefix_tokens=pre_n,
+        suffix_tokens=suf_n,
+        params=parse_params(msg.get("params")),
         drafting=False,
     )
-    ctx = prepare(engine, hole, cancel, tree=tree).context
+    return RefineAsk(hole, float(fraction), cut=pre is not None or suf is not None)
+
+
+def context(engine: Any, ask: RefineAsk) -> tuple[str, str]:
+    """The prefix and suffix the model sees around the selection: what `prepare` cuts for the
+    hole, its initial span the selection's own tokens (so that the row's context fits beside
+    them, trimmed nowhere again); without `cut`, the text around it as sent."""
+    hole = ask.hole
+    if not ask.cut:
+        return hole.text[: hole.offset], hole.text[hole.after :]
+    n = max(1, len(engine.encode(hole.text[hole.offset : hole.after])))
+    params = dataclasses.replace(hole.params, span=n, max_span=max(n, hole.params.max_span))
+    one = dataclasses.replace(hole, candidates=1, drafting=False, params=params)
+    ctx = prepare(engine, one).context
     return ctx.prefix, ctx.suffix
 
 
-def refine(
-    engine: Any,
-    ask: RefineAsk,
-    cancel: threading.Event,
-    scheduler: Scheduler | None = None,
-    tree: Any | None = None,
-) -> RefineResult:
-    """Cut, then `Engine.refine` (its row joins `scheduler`'s batch, else the engine's own);
-    blocking: run it on a thread."""
-    prefix, suffix = cut(engine, ask, cancel, tree)
+def refine(engine: Any, ask: RefineAsk, scheduler: Scheduler | None = None) -> RefineResult:
+    """Cut, then `Engine.refine` (its row joins `scheduler`'s batch, else the engine's own),
+    stopped by the hole's cancel flag; blocking: run it on a thread."""
+    prefix, suffix = context(engine, ask)
+    hole = ask.hole
+    selection = hole.text[hole.offset : hole.after]
     result: RefineResult = engine.refine(
-        prefix, ask.text, suffix, ask.fraction, ask.params, cancel, scheduler
+        prefix, selection, suffix, ask.fraction, hole.params, hole.cancel, scheduler
     )
     return result
 
@@ -120,7 +109,8 @@ async def run_refine(
         raise Refusal("unknown_method", "this engine cannot refine")
     engine: Any = scheduler.engine
     try:
-        r = await asyncio.to_thread(refine, engine, ask, cancel, scheduler)
+        mine = dataclasses.replace(ask, hole=dataclasses.replace(ask.hole, cancel=cancel))
+        r = await asyncio.to_thread(refine, engine, mine, scheduler)
     except ValueError as e:
         raise Refusal("bad_request", str(e)[:300]) from None
     except SchedulerError as e:

@@ -17,10 +17,10 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ..hole import Prepared
 from ..params import InfillResult
 from ..scheduler import Ticket
 from .compat import CompatAsk, streamable
-from .native import Prepared
 from .work import Watch
 
 Done = list[tuple[InfillResult, Ticket]]

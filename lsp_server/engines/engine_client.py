@@ -3,11 +3,12 @@ two errors a call may end in (`NotReady`, `Superseded`), the one `Ledger` of the
 every client writes to and `dllm/status` reads (counters, cancel flags of calls in flight), and
 the `Port` through which a client reports how its engine stands.
 
-A call names a hole in a document (`Hole`: the text, the cursor or a selection, the budgets,
-the settings), not a prefix and a suffix: the engine plans the span, cuts the context to the
-budgets and tokenizes it, so a client that has no tokenizer (the engine service's) asks the same
-question as the in-process one. The answer (`Filled`) says which part of the text the model saw.
-A refine names a hole too (the selection), and is cut the same way on either side.
+A call names a hole in a document (`Hole`, the engine's one hole, infill_engine/hole.py: the
+text, the cursor or a selection, the budgets, the settings, the cancel flag), not a prefix and a
+suffix: the engine plans the span, cuts the context to the budgets and tokenizes it
+(hole.prepare), so a client that has no tokenizer (the engine service's) asks the same question
+as the in-process one, in the same object. The answer (`Filled`) says which part of the text
+the model saw. A refine names a hole too (the selection), and is cut the same way on either side.
 
 Three clients implement the protocol: the in-process engine (local_engine.py), the engine
 service (remote_engine.py) and an OpenAI-compatible FIM API (fim_remote.py). backend.py holds
@@ -25,8 +26,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from infill_engine.drafts import Draft
-from infill_engine.params import InfillParams, InfillResult, RefineResult
-from infill_engine.scheduler import Priority
+from infill_engine.hole import Hole
+from infill_engine.params import InfillResult, RefineResult
+
+__all__ = ["EngineClient", "Filled", "Hole", "Ledger", "NotReady", "Port", "Superseded"]
 
 State = Literal["idle", "loading", "ready", "failed"]
 
@@ -37,40 +40,6 @@ class NotReady(Exception):
 
 class Superseded(Exception):
     """A newer request took over before this one reached the model."""
-
-
-@dataclass(frozen=True)
-class Hole:
-    """A hole in `text` to plan and fill: the cursor at `offset`, or the selection
-    [offset, end) that the fill replaces (its text is not context). `candidates` fills of
-    different initial spans (request.candidate_spans: the plan's span, twice and half of it);
-    `params.span` is "auto" unless the user fixed one. `priority` is the caller's (`invoked`,
-    `automatic`, `command`); `tree`: the document's tree-sitter tree of `text`, when kept.
-    `extra`: other files' (path, text) chunks, the most relevant last, placed before the
-    prefix within `extra_tokens` of their own (service/native.py). `drafts`: the workspace
-    index's drafts for the cursor; `drafting`: the engine looks for more in the text and the
-    chunks (infill_engine/drafts/)."""
-
-    text: str
-    offset: int
-    end: int | None
-    language_id: str
-    priority: Priority
-    candidates: int
-    prefix_tokens: int  # context budgets, before the planner fits them to the model
-    suffix_tokens: int
-    params: InfillParams
-    cancel: threading.Event
-    tree: Any | None = None
-    extra: tuple[tuple[str, str], ...] = ()
-    extra_tokens: int = 0
-    drafts: tuple[Draft, ...] = ()
-    drafting: bool = False
-
-    @property
-    def after(self) -> int:
-        """Where the text after the hole starts: the selection's end, else the cursor."""
-        return self.offset if self.end is None else self.end
 
 
 @dataclass(frozen=True)

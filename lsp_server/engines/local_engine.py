@@ -1,10 +1,10 @@
 """The in-process engine as an `EngineClient` (engine_client.py): a hole is planned, its context
-cut to the plan's budgets and tokenized once by the engine service's own `prepare`
-(service/native.py), and its candidate fills go through the engine's scheduler
+cut to the plan's budgets and tokenized once by the engine's one `prepare` (infill_engine/hole.py,
+the engine service's too), and its candidate fills go through the engine's scheduler
 (infill_engine/scheduler.py), the same one the engine service uses; a refine is the service's
-too (service/refine.py: the same cut), on a thread of its own. Loading the engine is the
-backend's (backend.py). This module imports no torch itself: the engine it is given has.
-Planning runs on a thread of its own (dllm-plan), off the event loop.
+too (service/refine.py: the same hole, the same cut), on a thread of its own. Loading the
+engine is the backend's (backend.py). This module imports no torch itself: the engine it is
+given has. Planning runs on a thread of its own (dllm-plan), off the event loop.
 
 Requests join one running batch between steps, in priority order (invoked, automatic,
 command), so a command never holds up a completion and two fills share passes. Cancellation is
@@ -21,9 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from infill_engine.hole import Prepared, prepare
 from infill_engine.params import InfillResult, RefineResult
 from infill_engine.scheduler import Cancelled, SchedulerError
-from infill_engine.service.native import NativeAsk, Prepared, prepare
 from infill_engine.service.refine import RefineAsk, refine
 
 from .engine_client import Filled, Hole, Port, Superseded
@@ -57,9 +57,9 @@ class LocalEngineClient:
 
     def prepare(self, hole: Hole) -> Prepared:
         """Plan, cut, and one request per candidate span: the engine service's own steps
-        (service/native.py), with the document's tree. The context's `suffix_end` is in the
-        hole's text, past a selection."""
-        return prepare(self.engine, _ask(hole), hole.cancel, tree=hole.tree)
+        (hole.prepare), with the document's tree. The context's `suffix_end` is in the hole's
+        text, past a selection."""
+        return prepare(self.engine, hole)
 
     # -- calls -------------------------------------------------------------------------------------
     async def fill(self, hole: Hole) -> Filled:
@@ -130,15 +130,11 @@ class LocalEngineClient:
         by `prepare`), then one scoring pass and a row of the engine's running batch at command
         priority (Engine.refine); this client's thread only waits for it."""
         engine, cancel = self.engine, hole.cancel
-        end = hole.after
-        ask = RefineAsk(
-            hole.text[: hole.offset], hole.text[hole.offset : end], hole.text[end:], fraction,
-            hole.params, hole.language_id, (hole.prefix_tokens, hole.suffix_tokens),
-        )  # fmt: skip
+        ask = RefineAsk(hole, fraction)
 
         def work() -> RefineResult:
             t0 = time.perf_counter()
-            result = refine(engine, ask, cancel, tree=hole.tree)
+            result = refine(engine, ask)
             self.ledger.record(result, (time.perf_counter() - t0) * 1000)
             return result
 
@@ -148,23 +144,3 @@ class LocalEngineClient:
             except asyncio.CancelledError:
                 cancel.set()  # the row leaves at its next step; its result is dropped
                 raise
-
-
-def _ask(hole: Hole) -> NativeAsk:
-    """The hole as the service's `prepare` takes it."""
-    return NativeAsk(
-        text=hole.text,
-        offset=hole.offset,
-        end=hole.end,
-        language_id=hole.language_id,
-        priority=hole.priority,
-        candidates=hole.candidates,
-        prefix_tokens=hole.prefix_tokens,
-        suffix_tokens=hole.suffix_tokens,
-        params=hole.params,
-        deadline_ms=None,
-        extra=hole.extra,
-        extra_tokens=hole.extra_tokens,
-        drafts=hole.drafts,
-        drafting=hole.drafting,
-    )

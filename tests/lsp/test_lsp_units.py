@@ -312,8 +312,8 @@ def test_one_inline_completion_tokenizes_its_text_once_and_trims_it_once(
         tokenized.append(s)
         return tokenize_with(tokenizer, s)
 
-    # the in-process engine runs the service's own steps (service/native.py)
-    monkeypatch.setattr("infill_engine.service.native.tokenize_with", tokenize)
+    # the in-process engine runs the service's own steps (hole.prepare)
+    monkeypatch.setattr("infill_engine.hole.tokenize_with", tokenize)
     dream_engine.encode = lambda s: (encoded.append(s), real_encode(s))[1]
     joined: list[Any] = []
     scheduler = dream_engine.scheduler()

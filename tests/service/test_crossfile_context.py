@@ -5,7 +5,6 @@ engine and tokenizer, in process and over the HTTP front."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,11 +13,12 @@ import pytest
 
 from infill_engine import Engine, load
 from infill_engine.context import Tokens, build_extra, chunk_text, tokenize_with
+from infill_engine.hole import Hole, prepare
 from infill_engine.params import InfillParams
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Service, ServiceThread, parse_address
 from infill_engine.service.compat import parse_llama
-from infill_engine.service.native import NativeAsk, parse_native, prepare
+from infill_engine.service.native import parse_native
 from infill_engine.service.wire import BadRequest
 
 DOC = "import helpers\n\n\ndef total(items):\n    return helpers.\n\n\nprint(total([1, 2]))\n"
@@ -61,29 +61,17 @@ def engine() -> Iterator[Engine]:
     e.close()
 
 
-def ask(extra: tuple[tuple[str, str], ...] = (), extra_tokens: int = 512) -> NativeAsk:
-    return NativeAsk(
-        text=DOC,
-        offset=CURSOR,
-        end=None,
-        language_id="python",
-        priority="invoked",
-        candidates=1,
-        prefix_tokens=10,
-        suffix_tokens=12,
-        params=InfillParams(span=8, max_span=8, min_tokens=1),
-        deadline_ms=None,
-        extra=extra,
-        extra_tokens=extra_tokens,
-    )
+def ask(extra: tuple[tuple[str, str], ...] = (), extra_tokens: int = 512) -> Hole:
+    params = InfillParams(span=8, max_span=8, min_tokens=1)
+    return Hole(DOC, CURSOR, None, "python", "invoked", 1, 10, 12, params, extra=extra,
+                extra_tokens=extra_tokens)  # fmt: skip
 
 
 def test_chunks_go_before_the_prefix_under_their_headers_within_their_own_budget(
     engine: Engine,
 ) -> None:
-    cancel = threading.Event()
-    plain = prepare(engine, ask(), cancel)
-    both = prepare(engine, ask((("lib/other.py", OTHER), ("helpers.py", HELPERS))), cancel)
+    plain = prepare(engine, ask())
+    both = prepare(engine, ask((("lib/other.py", OTHER), ("helpers.py", HELPERS))))
     ctx = both.context
     assert ctx.extra is not None
     # the prefix and suffix are exactly what they are without chunks: their budgets hold
@@ -99,22 +87,23 @@ def test_chunks_go_before_the_prefix_under_their_headers_within_their_own_budget
     tokenizer = engine.tokenizer
     assert len(ctx.extra.ids) <= 512
     # a budget of its own: the long chunk is cut (or dropped) to fit it, nothing else moves
-    small = prepare(engine, ask((("lib/other.py", OTHER), ("helpers.py", HELPERS)), 48), cancel)
+    small = prepare(engine, ask((("lib/other.py", OTHER), ("helpers.py", HELPERS)), 48))
     assert small.context.extra is not None and 0 < len(small.context.extra.ids) <= 48
     assert small.context.extra.text.endswith("# helpers.py\n" + HELPERS)
     assert "value_0 =" not in small.context.extra.text
     assert small.context.prefix_ids == plain.context.prefix_ids
     assert len(tokenize_with(tokenizer, small.context.extra.text).ids) <= 48 + 2
     # and off: a zero budget places nothing
-    off = prepare(engine, ask((("helpers.py", HELPERS),), 0), cancel)
+    off = prepare(engine, ask((("helpers.py", HELPERS),), 0))
     assert off.context.extra is None and off.requests[0].prefix_ids == plain.context.prefix_ids
 
 
 def test_chunks_never_push_the_row_past_the_models_positions(engine: Engine) -> None:
     big = tuple((f"m{i}.py", OTHER) for i in range(8))
-    p = prepare(engine, ask(big, 32768), threading.Event())
+    p = prepare(engine, ask(big, 32768))
     row = p.requests[0]
-    assert len(row.prefix_ids) + row.span + len(row.suffix_ids) <= engine.args.max_positions
+    reach = max(row.span, row.max_span)  # its growth room too: nothing of it is trimmed
+    assert len(row.prefix_ids) + reach + len(row.suffix_ids) <= engine.args.max_positions
     assert p.context.extra is not None and len(p.context.extra.ids) > 64  # the room was used
 
 
@@ -138,7 +127,7 @@ def test_input_extra_takes_the_same_budgeted_path(engine: Engine) -> None:
     c = parse_llama(body)
     assert c.ask.text == "import helpers\nhelpers.\n" and c.ask.offset == len(body["input_prefix"])
     assert c.ask.extra == (("helpers.py", HELPERS),) and c.ask.extra_tokens == 40
-    ctx = prepare(engine, c.ask, threading.Event()).context
+    ctx = prepare(engine, c.ask).context
     assert ctx.extra is not None and ctx.extra.files == ("helpers.py",)
     assert ctx.prefix == body["input_prefix"] and len(ctx.extra.ids) <= 40
 

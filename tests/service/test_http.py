@@ -467,15 +467,14 @@ def test_the_http_socket_names_tcp_so_replies_are_not_held_for_a_delayed_ack(ser
 def test_a_selection_is_not_its_own_context(engine: Engine) -> None:
     """With `end`, the model sees the text around the selection (which the fill replaces), and
     `context.end` counts in the text sent, past the selection."""
-    import threading
-
-    from infill_engine.service.native import native_result, parse_native, prepare
+    from infill_engine.hole import prepare
+    from infill_engine.service.native import native_result, parse_native
 
     text = "def f(x):\n    y = OLD_CODE_HERE\n    return y\n"
     offset, end = text.index("OLD"), text.index("\n    return")
     ask = parse_native({"text": text, "offset": offset, "end": end, "languageId": "python",
                         "trigger": "command"})  # fmt: skip
-    prepared = prepare(engine, ask, threading.Event())
+    prepared = prepare(engine, ask)
     ctx = prepared.context
     assert ctx.prefix == text[:offset] and ctx.suffix == text[end:]
     assert "OLD" not in engine.decode_ids(list(ctx.prefix_ids) + list(ctx.suffix_ids))

@@ -19,9 +19,10 @@ import openai
 import pytest
 
 from infill_engine import Engine, InfillParams, InfillResult
+from infill_engine.hole import Prepared, prepare
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Service, ServiceThread, parse_address
-from infill_engine.service.native import Prepared, parse_native, prepare
+from infill_engine.service.native import parse_native
 
 TOKEN = "clients-token"
 # A hole whose two greedy candidates end differently with the builtin model: one at an end
@@ -78,7 +79,7 @@ def reference(engine: Engine) -> Reference:
     end token at the first position), asked through the native path on this thread."""
     ask = parse_native({"text": DOC, "offset": CURSOR, "languageId": "python", "candidates": 2,
                         "params": {"max_span": MAX_TOKENS, "min_tokens": 1}})  # fmt: skip
-    prepared = prepare(engine, ask, threading.Event())
+    prepared = prepare(engine, ask)
     results = engine.infill_batch(prepared.requests)
     full = [r.stop_reason == "span_full" for r in results]
     assert sorted(full) == [False, True], f"the hole no longer tests both: {results}"

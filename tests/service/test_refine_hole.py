@@ -4,14 +4,14 @@ without them, the context goes in as sent. Bad values are one-line `bad_request`
 
 from __future__ import annotations
 
-import threading
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
 
 from infill_engine import Engine, load
-from infill_engine.service.native import NativeAsk, prepare
-from infill_engine.service.refine import RefineAsk, cut, parse_refine
+from infill_engine.hole import Hole, prepare
+from infill_engine.service.refine import RefineAsk, context, parse_refine
 from infill_engine.service.wire import BadRequest
 
 LINES = "".join(f"x{i} = {i}\n" for i in range(100))
@@ -32,9 +32,11 @@ def ask(**more: object) -> dict[str, object]:
 
 def test_budgets_make_a_hole_and_none_keep_the_old_call() -> None:
     plain = parse_refine(ask())
-    assert plain.budgets is None and plain.language_id == "plaintext"
-    hole = parse_refine(ask(prefixTokens=24, languageId="python"))
-    assert hole.budgets == (24, 512) and hole.language_id == "python"  # the other's default
+    assert not plain.cut and plain.hole.language_id == "plaintext"
+    assert plain.hole.text[plain.hole.offset : plain.hole.after] == "a +  b"
+    r = parse_refine(ask(prefixTokens=24, languageId="python"))
+    assert r.cut and r.hole.language_id == "python"
+    assert (r.hole.prefix_tokens, r.hole.suffix_tokens) == (24, 512)  # the other's default
     for bad, message in (
         ({"prefixTokens": -1}, "prefixTokens must be an int"),
         ({"suffixTokens": "8"}, "suffixTokens must be an int"),
@@ -46,13 +48,16 @@ def test_budgets_make_a_hole_and_none_keep_the_old_call() -> None:
 
 
 def test_a_hole_is_cut_as_prepare_cuts_it(engine: Engine) -> None:
-    cancel = threading.Event()
     r = parse_refine(ask(prefixTokens=24, suffixTokens=8, languageId="python"))
-    prefix, suffix = cut(engine, r, cancel)
-    hole = NativeAsk(PREFIX + "a +  b" + SUFFIX, len(PREFIX), len(PREFIX) + 6, "python",
-                     "command", 1, 24, 8, r.params, None, drafting=False)  # fmt: skip
-    ctx = prepare(engine, hole, cancel).context
+    prefix, suffix = context(engine, r)
+    # the same hole a language server sends, its span the selection's own tokens
+    n = len(engine.encode("a +  b"))
+    p = r.hole.params
+    params = dataclasses.replace(p, span=n, max_span=max(n, p.max_span))
+    hole = Hole(PREFIX + "a +  b" + SUFFIX, len(PREFIX), len(PREFIX) + 6, "python", "command",
+                prefix_tokens=24, suffix_tokens=8, params=params, drafting=False)  # fmt: skip
+    ctx = prepare(engine, hole).context
     assert (prefix, suffix) == (ctx.prefix, ctx.suffix)
     assert PREFIX.endswith(prefix) and len(prefix) < 200 and SUFFIX.startswith(suffix)
-    as_sent = RefineAsk(PREFIX, "a +  b", SUFFIX, 0.5, r.params)
-    assert cut(engine, as_sent, cancel) == (PREFIX, SUFFIX)
+    as_sent = RefineAsk(r.hole, 0.5, cut=False)
+    assert context(engine, as_sent) == (PREFIX, SUFFIX)
