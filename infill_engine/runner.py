@@ -65,29 +65,19 @@ class BlockRunner:
         self.never_variable = torch.tensor(
             sorted({mask_id, *reserved_ids} - controls), dtype=torch.long
         )
-        self.end_ids = torch.tensor(sorted(set(end_ids)), dtype=torch.long)
+        device = next(model.parameters()).device  # the end rule meets the canvases there
+        self.end_ids = torch.tensor(sorted(set(end_ids)), dtype=torch.long, device=device)
         self.fill_id = int(end_ids[0])
         self.shift = model.args.logits_shift
         # window passes replayed as CUDA graphs on a GPU (graphs.py); None: always eager
         self.graphs: WindowGraphs | None = WindowGraphs.for_device(model)
-
-    def run(self, rows: list[Row], observer: Observer | None = None) -> list[Row]:
-        """Decode `rows` together until each one ends (a batch no row joins later)."""
-        batch = self.batch()
-        batch.admit(rows)
-        while batch:
-            batch.step()
-            if observer is not None:
-                observer(batch.event())
-        batch.close()
-        return rows
 
     def batch(self) -> Batch:
         return Batch(self)
 
     def step(self, rows: list[Row], cache: KVCache) -> None:
         """One step for live rows: at most a full pass and a window pass, then each row commits
-        by its own policy and moves on (`_settle`).
+        by its own policy and moves on (`settle`).
 
         A row that speculates (speculate.py) brings extra rows to the window pass, which then
         runs even in a step where the row itself had the full pass (the cache is fresh by then):
@@ -119,7 +109,7 @@ class BlockRunner:
             if plan.guesses and logits is not None and id(row) not in took:
                 self._follow(row, plan, logits[plan.at : plan.at + len(plan.guesses)])
         for row in rows:
-            self._settle(row)
+            self.settle(row)
 
     # -- speculation ----------------------------------------------------------------------------
     def _follow(self, row: Row, plan: speculate.Plan, logits: Tensor) -> None:
@@ -335,7 +325,7 @@ class BlockRunner:
             span[first + 1 :] = self.fill_id
             row.end_at = row.span_start + first
 
-    def _settle(self, row: Row) -> None:
+    def settle(self, row: Row) -> None:
         """Move to the next block that still has masks, or finish the row."""
         if row.stop_reason is not None:
             return
@@ -400,10 +390,9 @@ class Batch:
         done: list[Row] = []
         joining: list[Row] = []
         for row in rows:
-            self.runner._settle(row)
+            self.runner.settle(row)
             (joining if row.stop_reason is None else done).append(row)
         if joining:
-            self.runner.end_ids = self.runner.end_ids.to(joining[0].canvas.device)
             first = self.cache.batch
             self.cache.grow(len(joining), max(r.max_length for r in joining))
             for i, row in enumerate(joining):

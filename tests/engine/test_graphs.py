@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch
+from block_loop import decode_rows
 
 from infill_engine import Engine, InfillParams, load
 from infill_engine.graphs import Pass, WindowGraphs, WindowPass
@@ -89,7 +90,7 @@ def test_a_growing_span_is_replayed_with_its_new_key_mask(
     def decode() -> list[int]:
         row = e.rows.row(req)
         row.stop = lambda ids: None  # a construct that never closes: the span grows to 32
-        e.runner.run([row])
+        decode_rows(e.runner, [row])
         assert row.grown == 24 and row.nfe_block > 20
         return e.rows.result(row, req).token_ids
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from block_loop import decode_rows
 from cache_checks import block_start_errors, window_error
 from conftest import EOS_ID, VOCAB, biased, greedy_reference
 
@@ -76,7 +77,7 @@ def test_no_cache_means_every_step_is_full(dream_engine: Engine) -> None:
 def test_threshold_above_one_commits_one_token_per_step(dream_engine: Engine) -> None:
     p = InfillParams(span=12, block_size=4, decode="threshold", threshold=1.5)
     row = dream_engine.rows.row(dream_engine.request(PREFIX, SUFFIX, p))
-    dream_engine.runner.run([row])
+    decode_rows(dream_engine.runner, [row])
     assert row.trace == [1] * 12
     assert row.nfe_full + row.nfe_block == 12
 
@@ -120,7 +121,7 @@ def test_end_token_mid_span_one_token_per_step(dream_engine: Engine) -> None:
     try:
         p = InfillParams(span=48, block_size=8, decode="fixed")
         row = dream_engine.rows.row(dream_engine.request(PREFIX, SUFFIX, p))
-        dream_engine.runner.run([row])
+        decode_rows(dream_engine.runner, [row])
     finally:
         handle.remove()
         dream_engine.model.lm_head = old

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from block_loop import decode_rows
 from conftest import MASK_ID, biased
 
 from infill_engine import Engine, InfillParams, InfillRequest
@@ -103,7 +104,7 @@ def test_stop_rule_ends_the_span_and_no_pass_runs_after(dream_engine: Engine) ->
     params = InfillParams(span=32, block_size=8, threshold=2.0)  # one token per step
     row = rows_for(dream_engine, 32, params)
     row.stop = lambda ids: 3 if len(ids) >= 5 else None
-    dream_engine.runner.run([row])
+    decode_rows(dream_engine.runner, [row])
     assert row.stop_reason == "syntax" and row.cut
     assert row.end_at == row.span_start + 3
     span = row.canvas[row.span_start : row.span_end].tolist()
@@ -116,7 +117,7 @@ def test_min_tokens_outranks_the_stop_rule(dream_engine: Engine) -> None:
     params = InfillParams(span=16, block_size=8, threshold=2.0, min_tokens=12)
     row = rows_for(dream_engine, 16, params, max_span=40)
     row.stop = lambda ids: 3 if len(ids) >= 5 else None
-    dream_engine.runner.run([row])
+    decode_rows(dream_engine.runner, [row])
     assert row.stop_reason != "syntax" and not row.cut and row.stop is None
     assert row.span_len == 16  # no growth either: no construct is known any more
     assert row.committed >= 12
@@ -129,7 +130,7 @@ def test_a_full_span_grows_while_the_construct_is_open(dream_engine: Engine) -> 
     closed = rows_for(dream_engine, 8, params, max_span=28)
     closed.stop = lambda ids: len(ids) if len(ids) >= 8 else None
     plain = rows_for(dream_engine, 8, params)  # no construct known: the span is a budget
-    dream_engine.runner.run([open_row, closed, plain])
+    decode_rows(dream_engine.runner, [open_row, closed, plain])
     assert open_row.span_len == 28 and open_row.grown == 20
     assert open_row.nfe_full == 4  # 8 + 8 + 8 + 4: each new block starts with a full pass
     assert open_row.stop_reason == "span_full"
@@ -151,11 +152,11 @@ def test_the_cache_is_exact_across_growth(dream_engine: Engine, cache: str) -> N
         if not first and grown.grown:
             first.extend(grown.canvas[grown.span_start : grown.span_start + 8].tolist())
 
-    dream_engine.runner.run([grown], observer=watch)
+    decode_rows(dream_engine.runner, [grown], observer=watch)
     assert grown.grown == 8 and len(first) == 8
     built = rows_for(dream_engine, 16, params)
     built.canvas[built.span_start : built.span_start + 8] = torch.tensor(first)
-    dream_engine.runner.run([built])
+    decode_rows(dream_engine.runner, [built])
     assert built.canvas.tolist() == grown.canvas.tolist()
     assert built.nfe_block > 0  # window passes ran against the cache after the move
 
@@ -165,7 +166,7 @@ def test_growth_never_passes_the_model_positions(dream_engine: Engine) -> None:
     params = InfillParams(span=8, block_size=8, max_span=512, threshold=0.0)
     row = rows_for(dream_engine, 8, params, max_span=512)
     row.stop = lambda ids: None
-    dream_engine.runner.run([row])
+    decode_rows(dream_engine.runner, [row])
     assert row.length <= limit and row.span_end == limit  # the far suffix gave way, then the span
 
 
