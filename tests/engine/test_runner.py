@@ -226,9 +226,9 @@ def test_sampling_is_seeded(dream_engine: Engine) -> None:
 
 
 def test_oversized_context_is_trimmed_at_the_far_ends(dream_engine: Engine) -> None:
-    from infill_engine.request import fit_context
+    from infill_engine.request import trim_context
 
-    prefix, suffix = fit_context(list(range(900)), list(range(1000, 1300)), 400)
+    prefix, suffix = trim_context(list(range(900)), list(range(1000, 1300)), 400)
     assert len(prefix) + len(suffix) == 400
     assert prefix[-1] == 899 and suffix[0] == 1000  # the text next to the hole is kept
     r = dream_engine.infill(PREFIX * 80, SUFFIX * 80, InfillParams(span=8))
