@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import grammars
+from infill_engine.params import InfillParams
 
 from . import stubs, syntax
 from .engines.backend import Backend
@@ -64,18 +65,26 @@ async def _fill(
     min_tokens: int,
 ) -> tuple[Hole, Filled]:
     """One fill of a hole at command priority, planned and cut by the engine."""
-    hole = Hole(
+    hole = _hole(text, offset, end, language_id, opts, decode_params(opts.decode, min_tokens))
+    return hole, await backend.fill(hole)
+
+
+def _hole(
+    text: str, offset: int, end: int | None, language_id: str, opts: Options, params: InfillParams
+) -> Hole:
+    """A command's hole: command priority, one fill, the context settings' budgets, no drafts."""
+    ctx = opts.context
+    return Hole(
         text,
         offset,
         end,
         language_id,
         "command",
-        prefix_tokens=opts.context.prefix_tokens,
-        suffix_tokens=opts.context.suffix_tokens,
-        params=decode_params(opts.decode, min_tokens),
+        prefix_tokens=ctx.prefix_tokens,
+        suffix_tokens=ctx.suffix_tokens,
+        params=params,
         drafting=False,
     )
-    return hole, await backend.fill(hole)
 
 
 def _checked(edit: Edit, text: str, language_id: str) -> Edit:
@@ -189,17 +198,8 @@ async def refine_selection(
     if not text[start:end].strip():
         raise CommandError("select some code to refine")
     confirm = _ask_first(text, start, end, language_id, (start, end), can_confirm, "the code")
-    hole = Hole(
-        text,
-        start,
-        end,
-        language_id,
-        "command",
-        prefix_tokens=opts.context.prefix_tokens,
-        suffix_tokens=opts.context.suffix_tokens,
-        params=decode_params(opts.decode),  # refine sets the span and holds end tokens off itself
-        drafting=False,
-    )
+    # refine sets the span and holds end tokens off itself
+    hole = _hole(text, start, end, language_id, opts, decode_params(opts.decode))
     r = await backend.refine(hole, fraction)
     what = f"refined {r.changed} of {len(r.remasked)} unlikely tokens"
     return _checked(Edit(start, end, r.text, what, confirm), text, language_id)
