@@ -158,24 +158,7 @@ class RemoteEngineClient:
             hole.language_id,
             hole.tree,
         )
-        body: dict[str, Any] = {
-            "text": hole.text[lo:hi],
-            "offset": hole.offset - lo,
-            "languageId": hole.language_id or "plaintext",
-            "trigger": hole.priority,
-            "candidates": max(1, min(hole.candidates, MAX_CANDIDATES)),
-            "prefixTokens": hole.prefix_tokens,
-            "suffixTokens": hole.suffix_tokens,
-            "params": wire_params(hole.params),
-        }
-        if hole.end is not None:
-            body["end"] = hole.end - lo
-        if hole.extra and hole.extra_tokens > 0:
-            body["extra"] = [{"path": p, "text": t} for p, t in hole.extra]
-            body["extraTokens"] = hole.extra_tokens
-        body["draft"] = hole.drafting
-        if hole.drafts:
-            body["drafts"] = [asdict(d) for d in hole.drafts]
+        body = native_body(hole, lo, hi)
         t0 = time.perf_counter()
         try:
             (reply,) = await self._call(NATIVE, [body], hole.cancel)
@@ -299,6 +282,33 @@ class RemoteEngineClient:
                 raise RemoteError(f"engine service: {ServiceError(code, message)}", code)
             results.append(dict(reply.get("result") or {}))
         return results
+
+
+def native_body(hole: Hole, lo: int = 0, hi: int | None = None) -> dict[str, Any]:
+    """The hole as a `v2/infill` request, its text the window [lo, hi): what the service's
+    `parse_native` reads back into the same hole (the window's offsets aside)."""
+    hi = len(hole.text) if hi is None else hi
+    body: dict[str, Any] = {
+        "text": hole.text[lo:hi],
+        "offset": hole.offset - lo,
+        "languageId": hole.language_id or "plaintext",
+        "trigger": hole.priority,
+        "candidates": max(1, min(hole.candidates, MAX_CANDIDATES)),
+        "prefixTokens": hole.prefix_tokens,
+        "suffixTokens": hole.suffix_tokens,
+        "params": wire_params(hole.params),
+        "draft": hole.drafting,
+    }
+    if hole.end is not None:
+        body["end"] = hole.end - lo
+    if hole.extra and hole.extra_tokens > 0:
+        body["extra"] = [{"path": p, "text": t} for p, t in hole.extra]
+        body["extraTokens"] = hole.extra_tokens
+    if hole.drafts:
+        body["drafts"] = [asdict(d) for d in hole.drafts]
+    if hole.deadline_ms is not None:
+        body["deadline_ms"] = hole.deadline_ms
+    return body
 
 
 def wire_params(p: InfillParams) -> dict[str, Any]:
