@@ -1,9 +1,9 @@
 """`LiveBatch`: requests decoding together on one engine, joining and leaving between steps; the
-scheduler's running batch, over the runner's `Batch` of rows. Requests become rows and rows
-become results through the engine's own functions; each step holds the engine's lock.
+scheduler's running batch, and `Engine.run`'s, over the runner's `Batch` of rows. Requests
+become rows and rows become results through `rows.Rows`; each step holds the engine's lock.
 
 A request may come with a `Progress` listener (a streaming caller's): each time one of its row's
-blocks finishes, the listener gets the row's committed leading text so far (the engine's `head`:
+blocks finishes, the listener gets the row's committed leading text so far (`Rows.head`:
 the text the result will begin with), only when it grew. A request without one costs nothing.
 """
 
@@ -38,7 +38,8 @@ class _Watch:
 class LiveBatch:
     """Requests decoding together on one engine, joining and leaving between steps: the
     scheduler's running batch. Keys are the caller's (the scheduler's tickets). Each step holds
-    the engine's lock, so a private `run` or a refine's scoring pass takes turns with it."""
+    the engine's lock, so another live batch (`Engine.run`'s) or a refine's scoring pass takes
+    turns with it step by step."""
 
     def __init__(
         self,

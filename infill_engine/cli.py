@@ -215,8 +215,8 @@ def serve(argv: list[str]) -> int:
     except (ServeError, OSError, ValueError) as e:
         print(f"dllm-infill serve: {e}", file=sys.stderr)
         return 2
-    scheduler = engine.scheduler(max_queue=a.max_queue, max_batch=a.max_batch)
-    service = Service(scheduler, str(a.model), token)
+    engine.scheduler(max_queue=a.max_queue, max_batch=a.max_batch)  # the sizes, on first use
+    service = Service(engine, str(a.model), token)
 
     def ready(bound: Address) -> None:
         print(

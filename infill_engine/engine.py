@@ -1,7 +1,9 @@
-"""`Engine`: text in, infill out. Tokenises, fits the context, builds canvases, runs the block loop.
+"""`Engine`: text in, infill out. Encodes holes into requests and runs them on its one scheduler.
 
-The engine owns the device, the dtype and the model; `BlockRunner` (runner.py) owns the decoding
-loop; decode policies and caches live in decode.py and cache.py.
+The engine owns the device, the model and the one `Scheduler` in front of it (`scheduler()`),
+which it makes on its own batch factory (`live_batch`): the scheduler never sees the engine.
+Requests become rows and rows results in rows.py (`Engine.rows`); `BlockRunner` (runner.py)
+owns the step over rows; decode policies and caches live in decode.py and cache.py.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ from .request import (
     span_reach,
     trim_context,
 )
-from .rows import Rows
+from .rows import Remask, Rows
 from .runner import BlockRunner, Observer
-from .scheduler import MAX_BATCH, MAX_QUEUE, Cancelled, Scheduler
+from .scheduler import MAX_BATCH, MAX_QUEUE, Scheduler, settled
 from .watchdog import Watchdog
 
 
@@ -124,22 +126,22 @@ class Engine:
         if observer is not None or not reqs:
             return self.run(reqs, observer=observer)
         tickets = [self.scheduler().submit_request(r, priority="invoked") for r in reqs]
-        out = []
-        for ticket in tickets:
-            try:
-                out.append(ticket.result())
-            except Cancelled:  # cancelled before it started: no pass at all
-                out.append(InfillResult("", 0, 0, 0, 0.0, "cancelled"))
-        return out
+        return [settled(ticket) for ticket in tickets]
 
     def scheduler(self, max_queue: int | None = None, max_batch: int | None = None) -> Scheduler:
         """The scheduler in front of this engine: one running batch that requests join and
-        leave between steps, in priority order. It is created on first use, with the sizes
-        given (the scheduler's defaults otherwise); asking later for other sizes is an error,
-        since every caller shares the one batch."""
+        leave between steps, in priority order, made by this engine's `live_batch`. It is
+        created on first use (again after it was closed), with the sizes given (the
+        scheduler's defaults otherwise); asking later for other sizes is an error, since every
+        caller shares the one batch."""
         with self._scheduler_lock:
-            if self._scheduler is None:
-                self._scheduler = Scheduler(self, max_queue or MAX_QUEUE, max_batch or MAX_BATCH)
+            if self._scheduler is None or self._scheduler.closed:  # a service closed it
+                self._scheduler = Scheduler(
+                    self.live_batch,
+                    max_queue or MAX_QUEUE,
+                    max_batch or MAX_BATCH,
+                    check=self.rows.check,
+                )
             s = self._scheduler
             if max_queue not in (None, s.max_queue) or max_batch not in (None, s.max_batch):
                 raise ValueError(
@@ -240,19 +242,34 @@ class Engine:
         fraction: float = 0.25,
         params: InfillParams | None = None,
         cancel: threading.Event | None = None,
-        scheduler: Scheduler | None = None,
     ) -> RefineResult:
-        """Edit `text` in place: remask its least likely tokens and predict them again.
+        """Edit `text` in place: remask its least likely tokens and predict them again
+        (`remask`, then its request on this engine's scheduler).
+
+        The re-prediction is a row of the scheduler's running batch, at the priority of a
+        command: completions join and leave beside it step by step instead of waiting for it.
+        Only the scoring pass holds the engine for itself, as a step."""
+        remask = self.remask(prefix, text, suffix, fraction=fraction, params=params, cancel=cancel)
+        ticket = self.scheduler().submit_request(remask.request, priority="command")
+        return remask.result(settled(ticket))
+
+    def remask(
+        self,
+        prefix: str,
+        text: str,
+        suffix: str,
+        *,
+        fraction: float,
+        params: InfillParams | None,
+        cancel: threading.Event | None,
+    ) -> Remask:
+        """A refine's scoring pass: its request, whose fill is `text` with its least likely
+        tokens masked, to run on a scheduler (`Remask.result` reads the refine off its result).
 
         One full pass scores every token of `text` in its context; the `fraction` with the lowest
         probability of being what they are become masks, and the block loop re-predicts only
         those. The rest of the text stays as the user wrote it. No autoregressive model can do
-        this edit: it needs the suffix and the text's own later tokens at once.
-
-        The re-prediction is a row of the scheduler's running batch (this engine's, or the one
-        given), at the priority of a command: completions join and leave beside it step by step
-        instead of waiting for it. Only the scoring pass holds the engine for itself, as a step.
-        """
+        this edit: it needs the suffix and the text's own later tokens at once."""
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
         ids = self.encode(text)
@@ -266,14 +283,7 @@ class Engine:
         )
         room = self.args.max_positions - n_ids  # the context as sent: trimmed once, here
         pre, suf = trim_context(self.encode(prefix), self.encode(suffix), room)
-        request = InfillRequest(
-            tuple(pre),
-            tuple(suf),
-            n_ids,
-            p,
-            cancel,
-            fill=tuple(ids),
-        )
+        request = InfillRequest(tuple(pre), tuple(suf), n_ids, p, cancel, fill=tuple(ids))
         row = self.rows.row(request)
         lo, hi = row.span_start, row.span_end
         with self._lock, torch.inference_mode():
@@ -284,21 +294,7 @@ class Engine:
         fill = list(ids)
         for i in worst:
             fill[i] = self.mask_id
-        request = replace(request, fill=tuple(fill))
-        ticket = (scheduler or self.scheduler()).submit_request(request, priority="command")
-        try:
-            result = ticket.result()
-        except Cancelled:  # cancelled before it joined the batch: the scoring pass only
-            result = InfillResult("", 0, 0, 0, 0.0, "cancelled")
-        new = result.token_ids if len(result.token_ids) == n_ids else fill
-        return RefineResult(
-            text=result.text,
-            remasked=worst,
-            changed=sum(a != b for a, b in zip(ids, new, strict=True)),
-            nfe=result.nfe + 1,
-            stop_reason=result.stop_reason,
-            token_ids=new,
-        )
+        return Remask(replace(request, fill=tuple(fill)), tuple(ids), tuple(worst))
 
     def encode(self, text: str) -> list[int]:
         if self.tokenizer is None:

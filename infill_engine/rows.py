@@ -13,11 +13,11 @@ tools that drive the runner directly do too.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 
-from .params import InfillResult
+from .params import InfillResult, RefineResult
 from .request import InfillRequest, fit_context
 from .row import Row, RowRequest, StopFn
 from .stop import StopRule
@@ -142,3 +142,27 @@ class Rows:
             return ""
         text = self.decode(row.head_ids(self.mask_id)).rstrip("\ufffd")
         return text.rstrip() if row.stop is not None else text
+
+
+@dataclass(frozen=True)
+class Remask:
+    """A refine between its scoring pass and its row (`Engine.remask`): the request, whose fill
+    is the text's ids with the least likely ones masked, and what the refine reads off its
+    result."""
+
+    request: InfillRequest
+    ids: tuple[int, ...]  # the text's ids as the user wrote them
+    remasked: tuple[int, ...]  # positions (within the text) that were masked
+
+    def result(self, result: InfillResult) -> RefineResult:
+        """The refine, from its request's result (an early stop keeps the masked fill)."""
+        fill = self.request.fill or ()
+        new = result.token_ids if len(result.token_ids) == len(self.ids) else list(fill)
+        return RefineResult(
+            text=result.text,
+            remasked=list(self.remasked),
+            changed=sum(a != b for a, b in zip(self.ids, new, strict=True)),
+            nfe=result.nfe + 1,  # the scoring pass
+            stop_reason=result.stop_reason,
+            token_ids=new,
+        )

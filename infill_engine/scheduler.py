@@ -1,9 +1,11 @@
-"""`Scheduler`: one engine, many callers. A bounded priority queue and one worker thread.
+"""`Scheduler`: many callers, one running batch. A bounded priority queue and one worker thread.
 
-The scheduler owns the queue and never touches a tensor. Its worker keeps one running batch
-(`Engine.live_batch`) and loops: before every step, waiting requests join it, up to
-`max_batch` rows (the highest priority first, first come first served within a priority); then
-one step runs for every row; rows that ended in it leave, and their results go to their callers.
+The scheduler owns the queue and never touches a tensor, nor knows what decodes: it is given a
+batch factory (a callable that makes a `batch.LiveBatch`; whoever owns the model owns the
+scheduler too), and its worker keeps the one running batch it makes and loops: before every
+step, waiting requests join it, up to `max_batch` rows (the highest priority first, first come
+first served within a priority); then one step runs for every row; rows that ended in it leave,
+and their results go to their callers.
 This is *continuous batching at step granularity*: a request that arrives while others decode
 starts at the next step instead of waiting for them to end, and a short request leaves its slot
 the moment it ends. A joining request costs its own full pass in that step (its block starts);
@@ -28,10 +30,10 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from .params import InfillParams, InfillResult
-from .request import InfillRequest, SpanPlanLike
+from .params import InfillResult
+from .request import InfillRequest
 
-log = logging.getLogger("infill_engine.scheduler")
+log = logging.getLogger(__name__)
 
 Priority = Literal["invoked", "automatic", "command"]
 # lower runs first: a completion the user asked for, then as-you-type ghost text, then commands
@@ -69,7 +71,7 @@ class Cancelled(SchedulerError):
 
 
 class BatchLike(Protocol):
-    """What the scheduler uses of `engine.LiveBatch`."""
+    """What the scheduler uses of its running batch (`batch.LiveBatch`)."""
 
     def __len__(self) -> int: ...
     def join(self, key: Any, request: InfillRequest, progress: Progress | None) -> None: ...
@@ -79,22 +81,8 @@ class BatchLike(Protocol):
     def nbytes(self) -> int: ...
 
 
-class EngineLike(Protocol):
-    """What the scheduler uses of `Engine`."""
-
-    def request(
-        self,
-        prefix: str,
-        suffix: str,
-        params: InfillParams | None = None,
-        plan: SpanPlanLike | None = None,
-        cancel: threading.Event | None = None,
-    ) -> InfillRequest: ...
-
-    def live_batch(self) -> BatchLike: ...
-
-    @property
-    def args(self) -> Any: ...
+BatchFactory = Callable[[], BatchLike]  # called once, on the worker, as it starts
+Check = Callable[[InfillRequest], None]  # raises ValueError for a request no batch can run
 
 
 @dataclass(eq=False)
@@ -114,7 +102,7 @@ class Ticket:
     progress: Progress | None = None  # on the worker: the fill's leading text as blocks finish
 
     def result(self, timeout: float | None = None) -> InfillResult:
-        """The result; raises `Cancelled`, `DeadlineExceeded` or the engine's error."""
+        """The result; raises `Cancelled`, `DeadlineExceeded` or the batch's error."""
         return self.future.result(timeout)
 
     def done(self) -> bool:
@@ -126,6 +114,15 @@ class Ticket:
         return (end - self.submitted) * 1000
 
 
+def settled(ticket: Ticket, timeout: float | None = None) -> InfillResult:
+    """A ticket's result, where one cancelled before it joined the batch (it ran no pass) is
+    an empty "cancelled" result, as one cancelled while running reads."""
+    try:
+        return ticket.result(timeout)
+    except Cancelled:
+        return InfillResult("", 0, 0, 0, 0.0, "cancelled")
+
+
 @dataclass
 class Stats:
     queued: int = 0  # waiting now
@@ -135,7 +132,7 @@ class Stats:
     cancelled: int = 0  # cancelled while queued or while running
     expired: int = 0  # deadline passed while queued
     busy: int = 0  # rejected on a full queue
-    failed: int = 0  # the engine raised
+    failed: int = 0  # the batch raised (joining, or in a step)
     joined: int = 0  # requests that joined the running batch
     steps: int = 0  # steps of the running batch
     row_steps: int = 0  # requests in each step, summed over steps
@@ -154,25 +151,28 @@ class Stats:
 
 
 class Scheduler:
-    """Queue requests for one engine and run them in one batch of up to `max_batch` rows that
-    they join and leave between steps.
+    """Queue requests and run them in one batch of up to `max_batch` rows that they join and
+    leave between steps; `make_batch` makes that batch, `check` refuses a request no batch can
+    run before it is queued.
 
     `start=False` creates it paused: requests queue until `start()` (tests, warm-up)."""
 
     def __init__(
         self,
-        engine: EngineLike,
+        make_batch: BatchFactory,
         max_queue: int = MAX_QUEUE,
         max_batch: int = MAX_BATCH,
         start: bool = True,
         on_join: Callable[[list[Ticket]], None] | None = None,
         age_s: float = 2.0,
+        check: Check | None = None,
     ) -> None:
         if max_queue < 1 or max_batch < 1:
             raise ValueError("max_queue and max_batch must be >= 1")
         if not age_s > 0:
             raise ValueError("age_s must be > 0")
-        self.engine = engine
+        self.make_batch = make_batch
+        self.check = check
         self.max_queue = max_queue
         self.max_batch = max_batch
         self.age_s = age_s  # seconds of waiting that raise a request one priority level
@@ -200,23 +200,6 @@ class Scheduler:
             self._started = True
         self._worker.start()
 
-    def submit(
-        self,
-        prefix: str,
-        suffix: str,
-        params: InfillParams | None = None,
-        *,
-        plan: SpanPlanLike | None = None,
-        priority: Priority = "automatic",
-        deadline_s: float | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Ticket:
-        """Encode a hole (on the caller's thread) and queue it. Raises `Busy` on a full queue,
-        `ValueError` on a request the engine cannot run."""
-        event = cancel if cancel is not None else threading.Event()
-        request = self.engine.request(prefix, suffix, params, plan=plan, cancel=event)
-        return self.submit_request(request, priority=priority, deadline_s=deadline_s)
-
     def submit_request(
         self,
         request: InfillRequest,
@@ -225,15 +208,15 @@ class Scheduler:
         deadline_s: float | None = None,
         progress: Progress | None = None,
     ) -> Ticket:
-        """Queue an encoded request. Its `cancel` event (one is added when it has none) is the
-        ticket's: setting it has the effect of `cancel(ticket)`; `progress` is the ticket's."""
+        """Queue an encoded request. Raises `Busy` on a full queue, `ValueError` on a request
+        the batch cannot run. Its `cancel` event (one is added when it has none) is the ticket's:
+        setting it has the effect of `cancel(ticket)`; `progress` is the ticket's."""
         if priority not in PRIORITIES:
             raise ValueError(f"priority must be one of {tuple(PRIORITIES)}, got {priority!r}")
         if deadline_s is not None and math.isnan(deadline_s):
             raise ValueError("deadline_s must be a number")
-        limit = getattr(self.engine.args, "max_positions", None)
-        if isinstance(limit, int) and request.span > limit:
-            raise ValueError(f"span {request.span} exceeds the model's {limit} positions")
+        if self.check is not None:
+            self.check(request)
         if request.cancel is None:
             request = dataclasses.replace(request, cancel=threading.Event())
         assert request.cancel is not None
@@ -265,6 +248,15 @@ class Scheduler:
             self._cond.notify_all()
         return ticket
 
+    def resize(self, max_batch: int) -> None:
+        """Take up to `max_batch` rows from the next step on (a bench compares sizes on one
+        scheduler); rows already running past it finish where they are."""
+        if max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        with self._cond:
+            self.max_batch = max_batch
+            self._cond.notify_all()
+
     def cancel(self, ticket: Ticket) -> bool:
         """Cancel a request: a queued one never starts (its future raises `Cancelled` now), a
         running one leaves its batch before its next step (its result has stop_reason
@@ -288,9 +280,13 @@ class Scheduler:
 
     def busy_s(self) -> float:
         """Seconds the worker has spent in its current join-and-step (0 between steps): a step
-        takes milliseconds, so seconds here mean a wedged engine (health checks read it)."""
+        takes milliseconds, so seconds here mean a wedged model (health checks read it)."""
         since = self._busy_since
         return 0.0 if since is None else time.monotonic() - since
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def alive(self) -> bool:
@@ -355,7 +351,7 @@ class Scheduler:
                 self._cond.wait()
 
     def _work(self) -> None:
-        batch = self._batch = self.engine.live_batch()
+        batch = self._batch = self.make_batch()
         while (joining := self._take()) is not None:
             self._busy_since = time.monotonic()
             try:
@@ -368,7 +364,7 @@ class Scheduler:
         for ticket in joining:
             try:
                 batch.join(ticket, ticket.request, ticket.progress)
-            except ValueError as e:  # a request the engine cannot run: the caller is told
+            except ValueError as e:  # a request the batch cannot run: the caller is told
                 self._finish(ticket, e)
             except Exception as e:  # this request alone: it never takes a slot
                 log.error("request %d failed to join the batch", ticket.id, exc_info=e)

@@ -34,8 +34,8 @@ class InfillReplica:
 
     def __init__(self, spec: ReplicaSpec, loader: Loader | None = None) -> None:
         engine = (loader or load_engine)(spec)
-        scheduler = engine.scheduler(max_queue=spec.max_queue, max_batch=spec.max_batch)
-        self.service = Service(scheduler, spec.model, spec.token, wedged_s=spec.wedged_s)
+        engine.scheduler(max_queue=spec.max_queue, max_batch=spec.max_batch)  # its sizes
+        self.service = Service(engine, spec.model, spec.token, wedged_s=spec.wedged_s)
         self.front = HttpFront(self.service)
 
     def __serve_build_asgi_app__(self) -> Any:

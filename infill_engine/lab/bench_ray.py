@@ -345,7 +345,7 @@ def ingress(cluster: Cluster, clients: int, params: dict[str, Any], seconds: flo
     cluster.warm(1, params)
     torch.set_num_threads(1)
     engine = load("builtin", device="cpu")
-    service = Service(engine.scheduler(), "builtin", cluster.token)
+    service = Service(engine, "builtin", cluster.token)
     out: dict[str, Any] = {}
     with ServiceThread(service, parse_address("http://127.0.0.1:0")) as direct:
         assert direct.bound is not None

@@ -112,7 +112,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from .. import load
     from ..models.shapes import SHAPES
-    from ..scheduler import Scheduler
     from ..service import Address, Service, ServiceThread, parse_address
     from .bench import shaped_engine
 
@@ -163,28 +162,32 @@ def main(argv: list[str] | None = None) -> int:
     token = "bench-token" if fronts else None
     # (clients, setting) -> latencies, tokens, wall seconds, row-steps, steps; summed over repeats
     runs: dict[tuple[int, Any], list[Any]] = {}
+    # one service on the engine's one scheduler: batching resizes it between runs, and the
+    # fronts share it, as they do in `dllm-infill serve`
+    engine.scheduler(max_queue=max(64, 2 * max(clients)), max_batch=a.max_batch)
+    service = Service(engine, "bench", token)
+    scheduler = service.scheduler
     with tempfile.TemporaryDirectory(prefix="dllm-bench-") as tmp, contextlib.ExitStack() as stack:
-        services: dict[Any, tuple[Service, str]] = {}
-        for setting in settings:
-            queue = max(64, 2 * max(clients))
-            mb = a.max_batch if fronts else int(setting)
-            service = Service(Scheduler(engine, max_queue=queue, max_batch=mb), "bench", token)
-            if setting == "http":
+        addresses: dict[Any, str] = {}
+        for front in ("msgpack", "http") if fronts else ("msgpack",):
+            if front == "http":
                 address = parse_address("http://127.0.0.1:0")
             else:
-                address = Address("unix", path=f"{tmp}/b{setting}.sock")
-            bound = stack.enter_context(ServiceThread(service, address)).bound
-            services[setting] = service, str(bound)
-            with _Client(str(bound), token) as warm:
+                address = Address("unix", path=f"{tmp}/bench.sock")
+            bound = str(stack.enter_context(ServiceThread(service, address)).bound)
+            addresses[front] = bound
+            with _Client(bound, token) as warm:
                 warm.fill(BENCH_HOLES[0], params)
         # the settings alternate, so that a change in the machine's load hits each
         for n in clients:
             for _ in range(a.repeat):
                 for setting in settings:
-                    service, address_text = services[setting]
-                    before = service.scheduler.stats()
+                    if not fronts:
+                        scheduler.resize(int(setting))
+                    address_text = addresses[setting if fronts else "msgpack"]
+                    before = scheduler.stats()
                     lat, tok, wall = _bench_clients(address_text, n, a.requests, params, token)
-                    after = service.scheduler.stats()
+                    after = scheduler.stats()
                     run = runs.setdefault((n, setting), [[], 0, 0.0, 0, 0])
                     run[0] += lat
                     run[1] += tok

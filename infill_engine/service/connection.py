@@ -61,6 +61,7 @@ class ServiceCounters:
 class Host(Protocol):
     """What a connection uses of its service (front.Service)."""
 
+    engine: Any
     scheduler: Scheduler
     model: str
     token: str | None
@@ -272,7 +273,7 @@ class Connection:
 
     def _refine(self, rid: RequestId, msg: Message) -> None:
         """A refine (refine.py) on the loop; its re-prediction joins the running batch."""
-        if not can_refine(self.service.scheduler):
+        if not can_refine(self.service.engine):
             self.send(error(rid, "refine", "unknown_method", "this engine cannot refine"))
             return
         if not self._admit(rid, "refine"):
@@ -294,7 +295,7 @@ class Connection:
 
     async def _run_refine(self, rid: RequestId, pending: Pending, ask: RefineAsk) -> None:
         try:
-            result = await run_refine(self.service.scheduler, ask, pending.cancel)
+            result = await run_refine(self.service, ask, pending.cancel)
         except Refusal as e:
             reply = error(rid, "refine", e.code, e.message)
         else:
@@ -332,7 +333,7 @@ class Connection:
         priority: Priority,
         deadline_ms: float | None,
     ) -> None:
-        engine = self.service.scheduler.engine
+        engine = self.service.engine
 
         def build(cancel: threading.Event) -> list[InfillRequest]:
             return [engine.request(prefix, suffix, params, plan=plan, cancel=cancel)]
@@ -359,7 +360,9 @@ class Connection:
     async def _run_native(self, rid: RequestId, pending: Pending, ask: Hole) -> None:
         service = self.service
         try:
-            prepared, done = await run_native(service.scheduler, service.encoder, pending, ask)
+            prepared, done = await run_native(
+                service.engine, service.scheduler, service.encoder, pending, ask
+            )
         except Refusal as e:
             self._reply(rid, pending, error(rid, NATIVE, e.code, e.message))
         else:

@@ -1,6 +1,6 @@
 """The msgpack front of the engine service: `Service` holds what its connections share (the
-scheduler, the token, the limits, the counters, the encoding thread) and serves each stream it
-is handed with a `Connection` (connection.py)."""
+engine and its scheduler, the token, the limits, the counters, the encoding thread) and serves
+each stream it is handed with a `Connection` (connection.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ import asyncio
 import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..scheduler import Scheduler
 from .connection import Connection, ServiceCounters
 from .frames import MAX_FRAME
 from .metrics import Metrics
 from .wire import PROTOCOL_VERSION, error
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 HANDSHAKE_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 64
@@ -33,10 +36,11 @@ class Service:
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        engine: Engine,
         model: str,
         token: str | None = None,
         *,
+        scheduler: Scheduler | None = None,
         max_frame: int = MAX_FRAME,
         max_inflight: int = MAX_INFLIGHT,
         max_connections: int = MAX_CONNECTIONS,
@@ -49,7 +53,9 @@ class Service:
         http_slots_per_peer: int = HTTP_SLOTS_PER_PEER,
         wedged_s: float = WEDGED_S,
     ) -> None:
-        self.scheduler = scheduler
+        self.engine = engine
+        # the engine's own queue and running batch, unless one of the service's is given (tests)
+        self.scheduler = scheduler if scheduler is not None else engine.scheduler()
         self.model = model
         self.token = token
         self.max_frame = max_frame
@@ -119,7 +125,7 @@ class Service:
     @property
     def max_positions(self) -> int:
         """The model's positions: context and span together (clients clamp their settings)."""
-        args = getattr(self.scheduler.engine, "args", None)
+        args = getattr(self.engine, "args", None)
         return int(getattr(args, "max_positions", 0))
 
     def close_connections(self) -> None:

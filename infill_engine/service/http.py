@@ -192,7 +192,7 @@ class HttpFront:
         async def run() -> Response:
             ask = parse_refine(await self._body(request, packed))
             pending = Pending(threading.Event())
-            work = run_refine(self.service.scheduler, ask, pending.cancel)
+            work = run_refine(self.service, ask, pending.cancel)
             return _answer(await self._until_done(request, work, pending), packed)
 
         return await self._guarded(request, "v2/refine", run)
@@ -349,7 +349,7 @@ class HttpFront:
         `watch` hears each fill's leading text as its blocks finish (a stream's)."""
         service = self.service
         pending = Pending(threading.Event())
-        work = run_native(service.scheduler, service.encoder, pending, ask, watch)
+        work = run_native(service.engine, service.scheduler, service.encoder, pending, ask, watch)
         prepared, done = await self._until_done(request, work, pending)
         request.state.results = [r for r, _ in done]
         return prepared, done

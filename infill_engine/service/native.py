@@ -167,6 +167,7 @@ def _flag(raw: Any, name: str, default: bool = True) -> bool:
 
 
 async def run_native(
+    engine: Any,
     scheduler: Scheduler,
     encoder: ThreadPoolExecutor,
     pending: Pending,
@@ -176,7 +177,6 @@ async def run_native(
     """An ask, prepared on the encoder thread and its rows run (work.run_rows): what both
     fronts do with a native call. Raises `Refusal`. `watch` hears the fills' leading text,
     but the first one's when drafts were found (one may take its place: `with_drafts`)."""
-    engine = scheduler.engine
     prepared: list[Prepared] = []
 
     def build(cancel: threading.Event) -> list[InfillRequest]:

@@ -18,17 +18,25 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..hole import Hole, prepare
 from ..params import RefineResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS
-from ..scheduler import Scheduler, SchedulerError
+from ..scheduler import Scheduler, SchedulerError, settled
 from .native import MAX_BUDGET
 from .wire import BadRequest, check_int, parse_params
 from .work import Refusal
 
 log = logging.getLogger("infill_engine.service")
+
+
+class Refiner(Protocol):
+    """What a refine uses of its service (front.Service): the engine scores and remasks, the
+    scheduler runs the re-prediction beside the service's other rows."""
+
+    engine: Any
+    scheduler: Scheduler
 
 
 @dataclass(frozen=True)
@@ -86,31 +94,34 @@ def context(engine: Any, ask: RefineAsk) -> tuple[str, str]:
 
 
 def refine(engine: Any, ask: RefineAsk, scheduler: Scheduler | None = None) -> RefineResult:
-    """Cut, then `Engine.refine` (its row joins `scheduler`'s batch, else the engine's own),
-    stopped by the hole's cancel flag; blocking: run it on a thread."""
+    """Cut, score and remask (`Engine.remask`), then re-predict as a row of `scheduler`'s batch
+    (a service's; the engine's own by default), stopped by the hole's cancel flag; blocking:
+    run it on a thread."""
     prefix, suffix = context(engine, ask)
     hole = ask.hole
     selection = hole.text[hole.offset : hole.after]
-    result: RefineResult = engine.refine(
-        prefix, selection, suffix, ask.fraction, hole.params, hole.cancel, scheduler
+    remask = engine.remask(
+        prefix, selection, suffix, fraction=ask.fraction, params=hole.params, cancel=hole.cancel
+    )
+    queue = scheduler if scheduler is not None else engine.scheduler()
+    result: RefineResult = remask.result(
+        settled(queue.submit_request(remask.request, priority="command"))
     )
     return result
 
 
-def can_refine(scheduler: Scheduler) -> bool:
-    return hasattr(scheduler.engine, "refine")
+def can_refine(engine: Any) -> bool:
+    return hasattr(engine, "remask")
 
 
-async def run_refine(
-    scheduler: Scheduler, ask: RefineAsk, cancel: threading.Event
-) -> dict[str, Any]:
-    """The refined selection as the reply's result map; raises `Refusal`."""
-    if not can_refine(scheduler):
+async def run_refine(service: Refiner, ask: RefineAsk, cancel: threading.Event) -> dict[str, Any]:
+    """The refined selection as the reply's result map, on the service's engine and scheduler;
+    raises `Refusal`."""
+    if not can_refine(service.engine):
         raise Refusal("unknown_method", "this engine cannot refine")
-    engine: Any = scheduler.engine
     try:
         mine = dataclasses.replace(ask, hole=dataclasses.replace(ask.hole, cancel=cancel))
-        r = await asyncio.to_thread(refine, engine, mine, scheduler)
+        r = await asyncio.to_thread(refine, service.engine, mine, service.scheduler)
     except ValueError as e:
         raise Refusal("bad_request", str(e)[:300]) from None
     except SchedulerError as e:

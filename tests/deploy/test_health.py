@@ -22,7 +22,7 @@ def test_a_step_past_the_bound_turns_health_to_503_until_it_returns(tmp_path: Pa
     trigger = tmp_path / "hang"
     trigger.touch()
     engine = FaultyLoader(hang_trigger=str(trigger), hang_s=3.0)(ReplicaSpec())
-    service = Service(engine.scheduler(), "builtin", TOKEN, wedged_s=0.5)
+    service = Service(engine, "builtin", TOKEN, wedged_s=0.5)
     assert service.wedged() is None
     with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
         assert http.bound is not None

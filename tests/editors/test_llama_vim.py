@@ -65,7 +65,7 @@ def engine() -> Iterator[Engine]:
 
 @pytest.fixture
 def served(engine: Engine) -> Iterator[tuple[Service, str]]:
-    service = Service(Scheduler(engine, max_batch=8), "builtin", TOKEN)
+    service = Service(engine, "builtin", TOKEN, scheduler=Scheduler(engine.live_batch, max_batch=8))
     with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
         assert http.bound is not None
         yield service, f"http://127.0.0.1:{http.bound.port}"

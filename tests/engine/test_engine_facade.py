@@ -1,12 +1,13 @@
 """The engine's facade: one scheduler per engine, shared by every caller (the serve command's
-included), sized once."""
+and a service's included), sized once; the scheduler is made on the engine's batch factory."""
 
 from __future__ import annotations
 
 import pytest
 
 from infill_engine import InfillParams, load
-from infill_engine.scheduler import MAX_BATCH, MAX_QUEUE
+from infill_engine.scheduler import MAX_BATCH, MAX_QUEUE, Scheduler, Ticket
+from infill_engine.service import Service
 
 
 def test_one_scheduler_per_engine_sized_on_first_use() -> None:
@@ -19,5 +20,36 @@ def test_one_scheduler_per_engine_sized_on_first_use() -> None:
             engine.scheduler(max_batch=MAX_BATCH)
         r = engine.infill("def f(x):\n    return ", "\n", InfillParams(span=4))
         assert r.tokens > 0 and s.stats()["done"] == 1  # infill went through that scheduler
+    finally:
+        engine.close()
+
+
+def test_a_service_runs_on_the_engines_own_scheduler_and_a_closed_one_is_replaced() -> None:
+    engine = load("builtin", device="cpu")
+    try:
+        service = Service(engine, "builtin")
+        assert service.scheduler is engine.scheduler()
+        service.shutdown()  # closes the engine's scheduler with it
+        fresh = engine.scheduler()
+        assert fresh is not service.scheduler and fresh.alive and not fresh.closed
+        assert engine.infill("def f(x):\n    return ", "\n", InfillParams(span=4)).tokens > 0
+    finally:
+        engine.close()
+
+
+def test_a_scheduler_takes_more_rows_after_a_resize() -> None:
+    """bench-serve compares batch sizes on the engine's one scheduler by resizing it."""
+    engine = load("builtin", device="cpu")
+    joins: list[list[Ticket]] = []
+    params = InfillParams(span=4, threshold=1.5, min_tokens=4)
+    try:
+        with Scheduler(engine.live_batch, max_batch=1, start=False, on_join=joins.append) as s:
+            tickets = [s.submit_request(engine.request("x = ", "\n", params)) for _ in range(3)]
+            s.resize(3)
+            s.start()
+            assert all(t.result(60).tokens == 4 for t in tickets)
+            with pytest.raises(ValueError, match="max_batch"):
+                s.resize(0)
+        assert [len(j) for j in joins] == [3]  # all three joined the first step
     finally:
         engine.close()

@@ -49,14 +49,17 @@ def test_a_failed_step_is_logged_with_its_traceback(
 
     real = engine.runner.step
     engine.runner.step = broken  # type: ignore[method-assign]
-    with Scheduler(engine) as s:
+    with Scheduler(engine.live_batch) as s:
         with pytest.raises(Boom):
-            s.submit(PREFIX, SUFFIX, InfillParams(span=4)).result(60)
+            s.submit_request(engine.request(PREFIX, SUFFIX, InfillParams(span=4))).result(60)
         (record,) = tracebacks(caplog, "infill_engine.scheduler")
         assert record.levelno == logging.ERROR and record.exc_info is not None
         assert record.exc_info[0] is Boom
         engine.runner.step = real  # type: ignore[method-assign]
-        assert s.submit(PREFIX, SUFFIX, InfillParams(span=4)).result(60).tokens > 0
+        assert (
+            s.submit_request(engine.request(PREFIX, SUFFIX, InfillParams(span=4))).result(60).tokens
+            > 0
+        )
 
 
 def test_a_service_failure_is_logged_with_its_traceback(
@@ -65,10 +68,13 @@ def test_a_service_failure_is_logged_with_its_traceback(
     def broken(*_: Any, **__: Any) -> None:
         raise Boom("refine fell over")
 
-    engine.refine = broken  # type: ignore[method-assign]
+    engine.remask = broken  # type: ignore[method-assign]  # the service scores through it
     path = str(tmp_path / "s.sock")
     with (
-        ServiceThread(Service(Scheduler(engine), "builtin"), Address("unix", path=path)),
+        ServiceThread(
+            Service(engine, "builtin", scheduler=Scheduler(engine.live_batch)),
+            Address("unix", path=path),
+        ),
         ServiceClient(f"unix:{path}") as c,
     ):
         reply = c.call("refine", prefix=PREFIX, text="a + b", suffix=SUFFIX)

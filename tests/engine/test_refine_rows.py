@@ -11,7 +11,7 @@ import pytest
 
 from infill_engine import Engine, InfillParams, load
 from infill_engine.engine import RefineResult
-from infill_engine.scheduler import PRIORITIES, Scheduler, Ticket
+from infill_engine.scheduler import PRIORITIES, Scheduler, Ticket, settled
 from infill_engine.service import Address, Service, ServiceClient, ServiceThread
 
 PREFIX = "def add(a, b):\n    return "
@@ -40,6 +40,17 @@ class Joins:
             self.command.set()
 
 
+def refine_on(
+    scheduler: Scheduler, engine: Engine, text: str, fraction: float, cancel: threading.Event | None
+) -> RefineResult:
+    """A refine whose row joins `scheduler`'s batch, as a service runs one on its own: the
+    scoring pass (`Engine.remask`), then its request at command priority."""
+    remask = engine.remask(
+        PREFIX, text, SUFFIX, fraction=fraction, params=ONE_PER_PASS, cancel=cancel
+    )
+    return remask.result(settled(scheduler.submit_request(remask.request, priority="command")))
+
+
 def start_refine(
     engine: Engine, scheduler: Scheduler, cancel: threading.Event
 ) -> tuple[threading.Thread, list[object]]:
@@ -47,9 +58,7 @@ def start_refine(
 
     def work() -> None:
         try:
-            out.append(
-                engine.refine(PREFIX, LONG, SUFFIX, 1.0, ONE_PER_PASS, cancel, scheduler=scheduler)
-            )
+            out.append(refine_on(scheduler, engine, LONG, 1.0, cancel))
         except Exception as e:  # reported by the test, not lost on the thread
             out.append(e)
 
@@ -60,13 +69,13 @@ def start_refine(
 
 def test_completions_finish_while_a_long_refine_runs(engine: Engine) -> None:
     joins = Joins()
-    with Scheduler(engine, max_batch=8, on_join=joins) as scheduler:
+    with Scheduler(engine.live_batch, max_batch=8, on_join=joins) as scheduler:
         cancel = threading.Event()
         thread, out = start_refine(engine, scheduler, cancel)
         assert joins.command.wait(60), "the refine never joined the batch"
         (refine,) = [t for t in joins.tickets if t.priority == PRIORITIES["command"]]
         for _ in range(3):  # each completion runs to its end while the refine is still a row
-            ticket = scheduler.submit(PREFIX, SUFFIX, InfillParams(span=8))
+            ticket = scheduler.submit_request(engine.request(PREFIX, SUFFIX, InfillParams(span=8)))
             assert ticket.result(60).stop_reason != "cancelled"
             assert not refine.done()
         assert scheduler.stats()["mean_batch"] > 1  # they shared steps with it
@@ -80,8 +89,8 @@ def test_completions_finish_while_a_long_refine_runs(engine: Engine) -> None:
 
 def test_a_refine_in_the_batch_edits_as_a_refine_alone(engine: Engine) -> None:
     text = "a +  b"
-    with Scheduler(engine) as scheduler:
-        shared = engine.refine(PREFIX, text, SUFFIX, 0.5, ONE_PER_PASS, scheduler=scheduler)
+    with Scheduler(engine.live_batch) as scheduler:
+        shared = refine_on(scheduler, engine, text, 0.5, None)
     alone = engine.refine(PREFIX, text, SUFFIX, 0.5, ONE_PER_PASS)  # the engine's own scheduler
     assert (shared.text, shared.remasked, shared.changed, shared.nfe) == (
         alone.text,
@@ -94,10 +103,10 @@ def test_a_refine_in_the_batch_edits_as_a_refine_alone(engine: Engine) -> None:
 
 def test_the_service_answers_completions_during_a_refine(engine: Engine, tmp_path: Path) -> None:
     joins = Joins()
-    scheduler = Scheduler(engine, max_batch=8, on_join=joins)
+    scheduler = Scheduler(engine.live_batch, max_batch=8, on_join=joins)
     path = str(tmp_path / "s.sock")
     with (
-        ServiceThread(Service(scheduler, "builtin"), Address("unix", path=path)),
+        ServiceThread(Service(engine, "builtin", scheduler=scheduler), Address("unix", path=path)),
         ServiceClient(f"unix:{path}") as c,
     ):
         rid = c.request(

@@ -129,9 +129,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 def test_requests_waiting_together_share_passes(
     engine: Engine, recorder: Recorder, alone: Alone
 ) -> None:
-    with Scheduler(engine, max_batch=8, start=False, on_join=recorder) as s:
+    with Scheduler(engine.live_batch, max_batch=8, start=False, on_join=recorder) as s:
         spans = [8, 12, 16, 8]
-        tickets = [s.submit(PREFIX, SUFFIX, fixed(n)) for n in spans]
+        tickets = [s.submit_request(engine.request(PREFIX, SUFFIX, fixed(n))) for n in spans]
         s.start()
         results = [t.result(60) for t in tickets]
         stats = s.stats()
@@ -158,12 +158,12 @@ def test_a_request_joins_the_running_batch_at_the_next_step(
 
     after_each_step(engine, monkeypatch, hold_third)
     joined_at: list[int] = []
-    with Scheduler(engine, max_batch=8) as s:
+    with Scheduler(engine.live_batch, max_batch=8) as s:
         s.on_join = lambda tickets: joined_at.append(s.stats()["steps"])
-        long = s.submit(PREFIX, SUFFIX, fixed(48))
+        long = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(48)))
         try:
             assert in_third.wait(30)
-            short = s.submit("x = [1, 2", "]\n", fixed(8))
+            short = s.submit_request(engine.request("x = [1, 2", "]\n", fixed(8)))
         finally:
             go_on.set()
         r_short = short.result(60)
@@ -181,11 +181,11 @@ def test_a_request_joins_the_running_batch_at_the_next_step(
 def test_requests_join_up_to_max_batch_highest_priority_first_fifo_within(
     engine: Engine, recorder: Recorder
 ) -> None:
-    with Scheduler(engine, max_batch=2, start=False, on_join=recorder) as s:
+    with Scheduler(engine.live_batch, max_batch=2, start=False, on_join=recorder) as s:
         order = ["command", "automatic", "invoked", "automatic", "invoked", "command"]
         tickets: dict[InfillRequest, tuple[int, str]] = {}
         for i, priority in enumerate(order):
-            t = s.submit(PREFIX, SUFFIX, fixed(8), priority=priority)  # type: ignore[arg-type]
+            t = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)), priority=priority)  # type: ignore[arg-type]
             tickets[t.request] = (i, priority)
         s.start()
         wait_until(lambda: s.stats()["done"] == len(order))
@@ -205,34 +205,37 @@ def test_a_waiting_request_rises_a_level_every_age_s(
     older, goes first; one that has waited less than two still ranks below them (one level up
     is automatic's), and the completions keep going ahead of it."""
     age_s = 10.0
-    with Scheduler(engine, max_batch=1, start=False, on_join=recorder, age_s=age_s) as s:
-        command = s.submit(PREFIX, SUFFIX, fixed(8), priority="command")
+    with Scheduler(engine.live_batch, max_batch=1, start=False, on_join=recorder, age_s=age_s) as s:
+        command = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)), priority="command")
         clock.advance(waited * age_s)  # the scheduler's clock alone moves: nothing sleeps
-        invoked = [s.submit(PREFIX, SUFFIX, fixed(8), priority="invoked") for _ in range(3)]
+        invoked = [
+            s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)), priority="invoked")
+            for _ in range(3)
+        ]
         s.start()
         wait_until(lambda: s.stats()["done"] == 4)
     order = [r[0] for r in recorder.joins]
     assert (order.index(command.request) == 0) == (first == "command")
     assert order[-1] is (invoked[-1].request if first == "command" else command.request)
     with pytest.raises(ValueError, match="age_s"):
-        Scheduler(engine, age_s=0)
+        Scheduler(engine.live_batch, age_s=0)
 
 
 def test_a_full_queue_raises_busy(engine: Engine) -> None:
-    with Scheduler(engine, max_queue=2, start=False) as s:
-        s.submit(PREFIX, SUFFIX, fixed(8))
-        s.submit(PREFIX, SUFFIX, fixed(8))
+    with Scheduler(engine.live_batch, max_queue=2, start=False) as s:
+        s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)))
+        s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)))
         with pytest.raises(Busy, match="queue is full"):
-            s.submit(PREFIX, SUFFIX, fixed(8))
+            s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)))
         assert s.stats()["busy"] == 1 and s.stats()["queued"] == 2
 
 
 def test_a_request_past_its_deadline_before_it_starts_fails(
     engine: Engine, recorder: Recorder
 ) -> None:
-    with Scheduler(engine, start=False, on_join=recorder) as s:
-        late = s.submit(PREFIX, SUFFIX, fixed(8), deadline_s=0.05)
-        on_time = s.submit(PREFIX, SUFFIX, fixed(8), deadline_s=60)
+    with Scheduler(engine.live_batch, start=False, on_join=recorder) as s:
+        late = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)), deadline_s=0.05)
+        on_time = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)), deadline_s=60)
         # it fails when its deadline passes, not when a worker gets to it
         with pytest.raises(DeadlineExceeded, match="deadline"):
             late.result(10)
@@ -252,11 +255,11 @@ def test_a_deadline_fails_on_time_while_the_batch_runs(engine: Engine) -> None:
         busy.set()
         go_on.wait(30)
 
-    with Scheduler(engine, max_batch=1, on_join=hold) as s:
-        long = s.submit(PREFIX, SUFFIX, fixed(96))
+    with Scheduler(engine.live_batch, max_batch=1, on_join=hold) as s:
+        long = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(96)))
         try:
             assert busy.wait(30)
-            waiting = s.submit(PREFIX, SUFFIX, fixed(8), deadline_s=0.05)
+            waiting = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)), deadline_s=0.05)
             with pytest.raises(DeadlineExceeded, match="deadline passed"):
                 waiting.result(10)
             assert long.state == "running" and not long.done()
@@ -269,9 +272,9 @@ def test_a_deadline_fails_on_time_while_the_batch_runs(engine: Engine) -> None:
 def test_cancelling_a_queued_request_means_it_never_starts(
     engine: Engine, recorder: Recorder
 ) -> None:
-    with Scheduler(engine, start=False, on_join=recorder) as s:
-        a = s.submit(PREFIX, SUFFIX, fixed(8))
-        b = s.submit(PREFIX, SUFFIX, fixed(8))
+    with Scheduler(engine.live_batch, start=False, on_join=recorder) as s:
+        a = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)))
+        b = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)))
         assert s.cancel(a)
         with pytest.raises(Cancelled):
             a.result(1)  # at once, not when the worker gets to it
@@ -292,9 +295,9 @@ def test_cancelling_a_running_request_stops_it_at_its_next_step(
             cancelled.append(s.cancel(long))
 
     after_each_step(engine, monkeypatch, cancel_after_tenth)
-    with Scheduler(engine, start=False) as s:
-        long = s.submit(PREFIX, SUFFIX, fixed(256))
-        short = s.submit(PREFIX, SUFFIX, fixed(8))
+    with Scheduler(engine.live_batch, start=False) as s:
+        long = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(256)))
+        short = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)))
         s.start()
         r = long.result(60)
         assert cancelled == [True]  # it was running when cancelled
@@ -307,8 +310,8 @@ def test_cancelling_a_running_request_stops_it_at_its_next_step(
 
 def test_the_request_s_own_event_cancels_it_too(engine: Engine) -> None:
     event = threading.Event()
-    with Scheduler(engine, start=False) as s:
-        t = s.submit(PREFIX, SUFFIX, fixed(8), cancel=event)
+    with Scheduler(engine.live_batch, start=False) as s:
+        t = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8), cancel=event))
         event.set()
         s.start()
         with pytest.raises(Cancelled):
@@ -324,16 +327,16 @@ def test_close_cancels_queued_and_running(engine: Engine, monkeypatch: pytest.Mo
             running.cancel_event.wait(30)  # close() flags the running request, then joins
 
     after_each_step(engine, monkeypatch, hold_second)
-    s = Scheduler(engine, max_batch=1)
-    running = s.submit(PREFIX, SUFFIX, fixed(256))
-    queued = s.submit(PREFIX, SUFFIX, fixed(8))
+    s = Scheduler(engine.live_batch, max_batch=1)
+    running = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(256)))
+    queued = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)))
     assert second.wait(30)
     s.close()
     r = running.result(10)
     assert r.stop_reason == "cancelled" and r.nfe == 2
     with pytest.raises(Cancelled):
         queued.result(10)
-    after = s.submit(PREFIX, SUFFIX, fixed(8))
+    after = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)))
     with pytest.raises(Cancelled, match="closed"):
         after.result(1)
 
@@ -342,8 +345,13 @@ def test_a_request_the_engine_cannot_run_is_refused_or_fails_alone(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     too_long = engine.args.max_positions + 1
-    with Scheduler(engine) as s, pytest.raises(ValueError, match="positions"):
-        s.submit(PREFIX, SUFFIX, InfillParams(span=too_long, max_span=too_long))
+    with (
+        Scheduler(engine.live_batch, check=engine.rows.check) as s,
+        pytest.raises(ValueError, match="positions"),
+    ):
+        s.submit_request(
+            engine.request(PREFIX, SUFFIX, InfillParams(span=too_long, max_span=too_long))
+        )
     real = engine.rows.row
 
     def flaky(request: InfillRequest) -> Any:
@@ -352,9 +360,9 @@ def test_a_request_the_engine_cannot_run_is_refused_or_fails_alone(
         return real(request)
 
     monkeypatch.setattr(engine.rows, "row", flaky)
-    with Scheduler(engine, start=False) as s:
-        bad = s.submit(PREFIX, SUFFIX, InfillParams(span=8, seed=666))
-        good = s.submit(PREFIX, SUFFIX, fixed(8))
+    with Scheduler(engine.live_batch, start=False) as s:
+        bad = s.submit_request(engine.request(PREFIX, SUFFIX, InfillParams(span=8, seed=666)))
+        good = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)))
         s.start()
         with pytest.raises(ValueError, match="boom"):
             bad.result(30)
@@ -375,21 +383,24 @@ def test_a_model_failure_fails_its_step_s_requests_and_the_next_ones_run(
         real(rows, cache)
 
     monkeypatch.setattr(engine.runner, "step", failing_once)
-    with Scheduler(engine, start=False) as s:
-        a, b = s.submit(PREFIX, SUFFIX, fixed(8)), s.submit(PREFIX, SUFFIX, fixed(12))
+    with Scheduler(engine.live_batch, start=False) as s:
+        a, b = (
+            s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8))),
+            s.submit_request(engine.request(PREFIX, SUFFIX, fixed(12))),
+        )
         s.start()
         for t in (a, b):
             with pytest.raises(RuntimeError, match="out of memory"):
                 t.result(30)
-        after = s.submit(PREFIX, SUFFIX, fixed(8))
+        after = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)))
         assert after.result(30).stop_reason == "span_full"  # a fresh batch, a fresh cache
         stats = s.stats()
     assert stats["failed"] == 2 and stats["done"] == 1 and stats["running"] == 0
 
 
 def test_tickets_report_queue_time(engine: Engine, clock: Clock) -> None:
-    with Scheduler(engine, start=False) as s:
-        t: Ticket = s.submit(PREFIX, SUFFIX, fixed(8))
+    with Scheduler(engine.live_batch, start=False) as s:
+        t: Ticket = s.submit_request(engine.request(PREFIX, SUFFIX, fixed(8)))
         clock.advance(0.03)
         assert t.queue_ms == pytest.approx(30.0)  # still waiting: up to now
         clock.advance(0.02)

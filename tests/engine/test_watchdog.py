@@ -76,7 +76,7 @@ def test_a_request_that_holds_a_step_fails_alone_and_the_worker_goes_on(
     params = InfillParams(span=16, threshold=1.5, min_tokens=16)  # one token per pass
     good = engine.request(PREFIX, SUFFIX, params)
     bad = replace(good, stop=planted("line"), max_span=16)
-    with Scheduler(engine, start=False) as s:
+    with Scheduler(engine.live_batch, start=False) as s:
         before = [s.submit_request(good), s.submit_request(good)]
         stalled = s.submit_request(bad)
         after = s.submit_request(good)
@@ -86,6 +86,6 @@ def test_a_request_that_holds_a_step_fails_alone_and_the_worker_goes_on(
         for t in (*before, after):
             r = t.result(60)
             assert r.stop_reason == "span_full" and r.tokens == 16
-        assert s.submit(PREFIX, SUFFIX, params).result(60).tokens == 16
+        assert s.submit_request(engine.request(PREFIX, SUFFIX, params)).result(60).tokens == 16
         stats = s.stats()
         assert stats["failed"] == 1 and stats["done"] == 4

@@ -40,7 +40,8 @@ def engine() -> Iterator[Engine]:
 async def test_remote_and_local_place_the_same_chunks(engine: Engine, tmp_path: Path) -> None:
     path = str(tmp_path / "s.sock")
     thread = ServiceThread(
-        Service(Scheduler(engine, max_batch=4), "builtin"), Address("unix", path=path)
+        Service(engine, "builtin", scheduler=Scheduler(engine.live_batch, max_batch=4)),
+        Address("unix", path=path),
     )
     thread.start()
     remote = Backend(lambda _: None)

@@ -126,7 +126,7 @@ def engine() -> Iterator[Engine]:
 
 async def test_our_own_http_front_serves_as_the_completion_api(engine: Engine) -> None:
     thread = ServiceThread(
-        Service(Scheduler(engine, max_batch=4), "builtin", "tok3n"),
+        Service(engine, "builtin", "tok3n", scheduler=Scheduler(engine.live_batch, max_batch=4)),
         parse_address("http://127.0.0.1:0"),
     )
     bound = thread.start()

@@ -62,8 +62,8 @@ def start_service(
     token: str | None = None,
     on_join: Callable[[list[Ticket]], None] | None = None,
 ) -> ServiceThread:
-    scheduler = Scheduler(engine, max_batch=8, on_join=on_join)
-    thread = ServiceThread(Service(scheduler, "builtin", token), address)
+    scheduler = Scheduler(engine.live_batch, max_batch=8, on_join=on_join)
+    thread = ServiceThread(Service(engine, "builtin", token, scheduler=scheduler), address)
     thread.start()
     return thread
 
@@ -223,13 +223,13 @@ async def test_refine_cuts_its_context_by_tokens_in_the_service_as_in_process(
     remote = await remote_backend(f"unix:{service.address.path}")
     local = Backend(lambda _: None, engine=engine)  # not closed: the service's engine too
     seen: list[tuple[str, str, str]] = []
-    real = engine.refine
+    real = engine.remask  # the scoring pass: what the model sees, on both sides
 
-    def refine(prefix: str, text: str, suffix: str, *rest: Any) -> Any:  # what the model sees
+    def remask(prefix: str, text: str, suffix: str, **options: Any) -> Any:
         seen.append((prefix, text, suffix))
-        return real(prefix, text, suffix, *rest)
+        return real(prefix, text, suffix, **options)
 
-    monkeypatch.setattr(engine, "refine", refine)
+    monkeypatch.setattr(engine, "remask", remask)
     lines = "".join(f"x{i} = {i}\n" for i in range(150))
     text = lines + PREFIX + "a +  b" + SUFFIX + lines
     at = len(lines) + len(PREFIX)

@@ -109,7 +109,10 @@ def model_reads(paths: list[str]) -> list[str]:
 
 
 def service_at(engine: Engine, address: Address, token: str | None = None) -> ServiceThread:
-    thread = ServiceThread(Service(Scheduler(engine, max_batch=8), "builtin", token), address)
+    thread = ServiceThread(
+        Service(engine, "builtin", token, scheduler=Scheduler(engine.live_batch, max_batch=8)),
+        address,
+    )
     thread.start()
     return thread
 

@@ -133,7 +133,9 @@ def test_input_extra_takes_the_same_budgeted_path(engine: Engine) -> None:
 
 
 def test_the_native_reply_names_the_chunks_the_model_saw(engine: Engine) -> None:
-    service = Service(Scheduler(engine, max_batch=4), "builtin", "crossfile-token")
+    service = Service(
+        engine, "builtin", "crossfile-token", scheduler=Scheduler(engine.live_batch, max_batch=4)
+    )
     auth = {"Authorization": "Bearer crossfile-token"}
     with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
         assert http.bound is not None

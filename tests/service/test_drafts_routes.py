@@ -33,7 +33,7 @@ PARAMS = {"span": 4, "max_span": 4}
 @pytest.fixture(scope="module")
 def client() -> Iterator[httpx.Client]:
     engine: Engine = load("builtin", device="cpu")
-    service = Service(Scheduler(engine, max_batch=4), "builtin", TOKEN)
+    service = Service(engine, "builtin", TOKEN, scheduler=Scheduler(engine.live_batch, max_batch=4))
     with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
         assert http.bound is not None
         with httpx.Client(base_url=f"http://127.0.0.1:{http.bound.port}", timeout=60) as c:

@@ -417,7 +417,9 @@ class Target:
 @pytest.fixture(scope="module")
 def target(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     path = str(tmp_path_factory.mktemp("fuzz") / "s.sock")
-    service = Service(Scheduler(engine, max_batch=8), "builtin", token=TOKEN)
+    service = Service(
+        engine, "builtin", token=TOKEN, scheduler=Scheduler(engine.live_batch, max_batch=8)
+    )
     with ServiceThread(service, Address("unix", path=path)):
         t = Target(service, path, TOKEN)
         t.check_good(t.good())  # warm: the first pass builds what later ones reuse
@@ -661,8 +663,10 @@ HEADER_TIMEOUT_S = 0.5
 @pytest.fixture(scope="module")
 def http(engine: Engine) -> Iterator[tuple[Service, int]]:
     """The HTTP front with a short header deadline and the default slots."""
-    service = Service(Scheduler(engine, max_batch=8), "builtin", TOKEN,
-                      header_timeout_s=HEADER_TIMEOUT_S)  # fmt: skip
+    scheduler = Scheduler(engine.live_batch, max_batch=8)
+    service = Service(
+        engine, "builtin", TOKEN, header_timeout_s=HEADER_TIMEOUT_S, scheduler=scheduler
+    )
     with ServiceThread(service, Address("http", host="127.0.0.1", port=0)) as thread:
         assert thread.bound is not None
         yield service, thread.bound.port

@@ -50,7 +50,13 @@ engine = builtin_engine.engine  # the module's engine fixture (builtin_engine.py
 @pytest.fixture(scope="module")
 def served(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One service, both fronts: HTTP on a loopback port, msgpack on a Unix socket."""
-    service = Service(Scheduler(engine, max_batch=8), "builtin", TOKEN, body_timeout_s=1.0)
+    service = Service(
+        engine,
+        "builtin",
+        TOKEN,
+        body_timeout_s=1.0,
+        scheduler=Scheduler(engine.live_batch, max_batch=8),
+    )
     path = str(tmp_path_factory.mktemp("sock") / "s.sock")
     with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
         assert http.bound is not None
@@ -280,8 +286,8 @@ def test_a_client_that_goes_away_has_its_rows_cancelled(served: Any) -> None:
 
 def test_a_streamed_call_that_goes_away_leaves_the_queue(engine: Engine) -> None:
     """Hung up while its row waits (the scheduler is paused): it leaves the queue."""
-    scheduler = Scheduler(engine, start=False)
-    service = Service(scheduler, "builtin", TOKEN)
+    scheduler = Scheduler(engine.live_batch, start=False)
+    service = Service(engine, "builtin", TOKEN, scheduler=scheduler)
     with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
         assert http.bound is not None
         with httpx.Client(base_url=f"http://127.0.0.1:{http.bound.port}", timeout=60) as client:
@@ -575,8 +581,8 @@ def test_metrics_count_401s_busy_503s_and_hung_up_native_calls(engine: Engine) -
     """401s and the front's busy 503s were answered before anything was counted; a client
     that hangs up on a plain /v2/infill is counted as a cancel (what the language server's
     HTTP cancels are)."""
-    scheduler = Scheduler(engine, max_batch=8)
-    service = Service(scheduler, "builtin", TOKEN, http_slots=1)
+    scheduler = Scheduler(engine.live_batch, max_batch=8)
+    service = Service(engine, "builtin", TOKEN, http_slots=1, scheduler=scheduler)
     with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
         assert http.bound is not None
         port = http.bound.port

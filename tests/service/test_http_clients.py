@@ -38,7 +38,7 @@ engine = builtin_engine.engine  # the module's engine fixture (builtin_engine.py
 
 @pytest.fixture(scope="module")
 def base_url(engine: Engine) -> Iterator[str]:
-    service = Service(Scheduler(engine, max_batch=8), "builtin", TOKEN)
+    service = Service(engine, "builtin", TOKEN, scheduler=Scheduler(engine.live_batch, max_batch=8))
     with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
         assert http.bound is not None
         yield f"http://127.0.0.1:{http.bound.port}/v1"
@@ -241,8 +241,8 @@ def test_a_full_queue_is_a_503_the_client_retries_and_an_error_event_in_a_stream
     choices is refused whole. Plain, that is a 503 with Retry-After, which the client retries
     (and then gives up); streamed, the refusal comes as an error event after the 200, which the
     client raises as an APIError."""
-    scheduler = Scheduler(engine, max_queue=1, max_batch=1)
-    service = Service(scheduler, "builtin", TOKEN)
+    scheduler = Scheduler(engine.live_batch, max_queue=1, max_batch=1)
+    service = Service(engine, "builtin", TOKEN, scheduler=scheduler)
     long = InfillParams(span=64, threshold=1.5, min_tokens=64, cache="none")
     # the fill is held inside its model pass until the calls are done, however fast the machine
     release, holding = threading.Event(), threading.Event()
@@ -255,7 +255,7 @@ def test_a_full_queue_is_a_503_the_client_retries_and_an_error_event_in_a_stream
     try:
         with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
             assert http.bound is not None
-            ticket = scheduler.submit("x = ", "\n", long)
+            ticket = scheduler.submit_request(engine.request("x = ", "\n", long))
             assert holding.wait(30), "the fill did not start"
             _wait_until(lambda: scheduler.stats()["running"] == 1)
             _refused_twice(f"http://127.0.0.1:{http.bound.port}/v1", scheduler)

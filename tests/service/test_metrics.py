@@ -55,7 +55,7 @@ def _value(family: Any, name: str, **labels: str) -> float:
 
 
 def test_metrics_parse_with_prometheus_clients_own_parser(engine: Engine) -> None:
-    service = Service(Scheduler(engine, max_batch=4), "builtin", TOKEN)
+    service = Service(engine, "builtin", TOKEN, scheduler=Scheduler(engine.live_batch, max_batch=4))
     with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
         assert http.bound is not None
         with httpx.Client(base_url=f"http://127.0.0.1:{http.bound.port}", timeout=60) as client:
@@ -99,8 +99,8 @@ def _route(sample: Sample) -> dict[str, str]:
 def test_each_service_counts_in_its_own_registry(engine: Engine) -> None:
     """Two services in one process: neither sees the other's requests, and neither writes into
     prometheus_client's global registry (a second service there would clash on its names)."""
-    first = Service(Scheduler(engine, max_batch=2), "builtin", TOKEN)
-    second = Service(Scheduler(engine, max_batch=2), "builtin", TOKEN)
+    first = Service(engine, "builtin", TOKEN, scheduler=Scheduler(engine.live_batch, max_batch=2))
+    second = Service(engine, "builtin", TOKEN, scheduler=Scheduler(engine.live_batch, max_batch=2))
     assert first.metrics.registry is not second.metrics.registry
     assert prometheus_client.REGISTRY not in (first.metrics.registry, second.metrics.registry)
     with ServiceThread(first, parse_address("http://127.0.0.1:0")) as http:

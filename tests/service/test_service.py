@@ -64,7 +64,7 @@ def engine() -> Iterator[Engine]:
 @pytest.fixture
 def unix_service(engine: Engine, tmp_path: Path) -> Iterator[tuple[str, Service]]:
     path = str(tmp_path / "s.sock")
-    service = Service(Scheduler(engine, max_batch=8), "builtin")
+    service = Service(engine, "builtin", scheduler=Scheduler(engine.live_batch, max_batch=8))
     with ServiceThread(service, Address("unix", path=path)):
         yield f"unix:{path}", service
 
@@ -123,7 +123,9 @@ def test_clients_at_once_get_their_own_replies_from_shared_passes(
     prompts = [("def add(a, b):\n    return ", "\n"), ("x = [", "]\n"), ("import ", "\n")]
     expected = [engine.infill(p, s, InfillParams(**fixed(12))).text for p, s in prompts]
     path = str(tmp_path / "s.sock")
-    service = Service(Scheduler(engine, max_batch=8, start=False), "builtin")
+    service = Service(
+        engine, "builtin", scheduler=Scheduler(engine.live_batch, max_batch=8, start=False)
+    )
     replies: dict[int, list[dict[str, Any]]] = {}
 
     def client(k: int) -> None:
@@ -154,7 +156,7 @@ def test_a_client_that_does_not_read_is_dropped_without_holding_up_others(
     engine: Engine, tmp_path: Path
 ) -> None:
     path = str(tmp_path / "s.sock")
-    service = Service(Scheduler(engine), "builtin", outbox=2)
+    service = Service(engine, "builtin", outbox=2, scheduler=Scheduler(engine.live_batch))
     with ServiceThread(service, Address("unix", path=path)), ServiceClient(f"unix:{path}") as c:
         hog = greeted(f"unix:{path}")
         burst = b"".join(encode_frame({"type": "health", "id": i}) for i in range(20000))
@@ -352,7 +354,9 @@ def test_the_handshake_comes_first_and_is_versioned(unix_service: tuple[str, Ser
 
 def test_a_connection_has_a_cap_on_requests_in_flight(engine: Engine, tmp_path: Path) -> None:
     path = str(tmp_path / "s.sock")
-    service = Service(Scheduler(engine, start=False), "builtin", max_inflight=2)
+    service = Service(
+        engine, "builtin", max_inflight=2, scheduler=Scheduler(engine.live_batch, start=False)
+    )
     with ServiceThread(service, Address("unix", path=path)), ServiceClient(f"unix:{path}") as c:
         for i in range(2):
             c.request("infill", rid=i, prefix=PREFIX, suffix=SUFFIX, params=fixed(8))
@@ -366,7 +370,9 @@ def test_a_full_queue_and_a_deadline_come_back_as_error_codes(
     engine: Engine, tmp_path: Path
 ) -> None:
     path = str(tmp_path / "s.sock")
-    service = Service(Scheduler(engine, max_queue=1, start=False), "builtin")
+    service = Service(
+        engine, "builtin", scheduler=Scheduler(engine.live_batch, max_queue=1, start=False)
+    )
     with ServiceThread(service, Address("unix", path=path)), ServiceClient(f"unix:{path}") as c:
         first = c.request("infill", prefix=PREFIX, suffix=SUFFIX, params=fixed(8),
                           deadline_ms=1000)  # fmt: skip
@@ -382,7 +388,7 @@ def test_a_stale_socket_file_is_replaced_and_a_live_one_refused(
     stale = bind_unix(path)
     stale.close()  # the file stays, nobody listens
     assert os.path.exists(path)
-    service = Service(Scheduler(engine), "builtin")
+    service = Service(engine, "builtin", scheduler=Scheduler(engine.live_batch))
     with ServiceThread(service, Address("unix", path=path)):
         with ServiceClient(f"unix:{path}") as c:
             assert c.call("health")["result"]["status"] == "ok"
@@ -396,7 +402,7 @@ def test_a_stale_socket_file_is_replaced_and_a_live_one_refused(
 
 # -- TCP and tokens -------------------------------------------------------------------------------
 def test_tcp_needs_the_token(engine: Engine) -> None:
-    service = Service(Scheduler(engine), "builtin", token=TOKEN)
+    service = Service(engine, "builtin", token=TOKEN, scheduler=Scheduler(engine.live_batch))
     with ServiceThread(service, Address("tcp", host="127.0.0.1", port=0)) as st:
         assert st.bound is not None and st.bound.port > 0
         address = str(st.bound)
@@ -410,10 +416,10 @@ def test_tcp_needs_the_token(engine: Engine) -> None:
 
 
 def test_tcp_refuses_to_start_without_a_token_or_off_loopback(engine: Engine) -> None:
-    service = Service(Scheduler(engine), "builtin", token=None)
+    service = Service(engine, "builtin", token=None, scheduler=Scheduler(engine.live_batch))
     with pytest.raises(ServeError, match="token"):
         ServiceThread(service, Address("tcp", host="127.0.0.1", port=0)).start()
-    service = Service(Scheduler(engine), "builtin", token=TOKEN)
+    service = Service(engine, "builtin", token=TOKEN, scheduler=Scheduler(engine.live_batch))
     with pytest.raises(ServeError, match="allow-remote"):
         ServiceThread(service, Address("tcp", host="0.0.0.0", port=0)).start()
 

@@ -37,7 +37,13 @@ engine = builtin_engine.engine  # the module's engine fixture (builtin_engine.py
 
 @pytest.fixture(scope="module")
 def client(engine: Engine) -> Iterator[httpx.Client]:
-    service = Service(Scheduler(engine, max_batch=8), "builtin", TOKEN, body_timeout_s=5.0)
+    service = Service(
+        engine,
+        "builtin",
+        TOKEN,
+        body_timeout_s=5.0,
+        scheduler=Scheduler(engine.live_batch, max_batch=8),
+    )
     with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
         assert http.bound is not None
         with httpx.Client(base_url=f"http://127.0.0.1:{http.bound.port}", timeout=60) as c:
@@ -55,7 +61,7 @@ def events(client: httpx.Client, route: str, body: dict[str, Any]) -> list[Any]:
 def test_a_watched_ticket_hears_its_leading_text_grow_block_by_block(engine: Engine) -> None:
     """96 tokens in blocks of 16: the listener hears the committed head after blocks finish,
     each text the head of the next and of the result's."""
-    scheduler = Scheduler(engine)
+    scheduler = Scheduler(engine.live_batch)
     try:
         params = InfillParams(span=96, max_span=96, block_size=16, min_tokens=96)
         heard: list[str] = []
@@ -74,14 +80,14 @@ def test_an_unwatched_ticket_costs_no_decoding_and_a_failing_listener_costs_noth
     """Without a listener nothing is decoded but the result; a listener that raises is logged
     and its row decodes on to the same result."""
     decoded = []
-    real = engine.decode_ids
+    real = engine.rows.decode  # the rows' decoding: results and heads
 
     def counting(ids: Any) -> str:
         decoded.append(threading.current_thread().name)
         return real(ids)
 
-    monkeypatch.setattr(engine, "decode_ids", counting)
-    scheduler = Scheduler(engine)
+    monkeypatch.setattr(engine.rows, "decode", counting)
+    scheduler = Scheduler(engine.live_batch)
     try:
         params = InfillParams(span=64, max_span=64, block_size=16, min_tokens=64)
         plain = scheduler.submit_request(engine.request("x = [", "]\n", params)).result(60)

@@ -88,7 +88,9 @@ def main() -> None:
     engine = load("builtin", device="cpu")
     with tempfile.TemporaryDirectory() as tmp:
         sock = f"{tmp}/s.sock"
-        front = Service(Scheduler(engine), "builtin", TOKEN)  # one service, both fronts
+        front = Service(
+            engine, "builtin", TOKEN, scheduler=Scheduler(engine.live_batch)
+        )  # one service, both fronts
         service = ServiceThread(front, Address("unix", path=sock))
         service.start()
         http = ServiceThread(front, parse_address("http://127.0.0.1:0"))
