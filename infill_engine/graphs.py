@@ -62,7 +62,7 @@ def cuda_capture(pool: Any) -> Capture:
 
 @dataclass(frozen=True)
 class WindowPass:
-    """One window pass's inputs (runner._window_pass builds them)."""
+    """One window pass's inputs (BlockRunner.window_pass builds them)."""
 
     ids: Tensor  # [b, W] tokens
     positions: Tensor  # [b, W]

@@ -86,11 +86,11 @@ class BlockRunner:
         full = [r for r in rows if r.fresh_block or not r.uses_cache]
         part = [r for r in rows if not (r.fresh_block or not r.uses_cache)]
         plans = [speculate.plan(r, self.mask_id, self.end_ids, self.fill_id) for r in rows]
-        full_logits = self._full_pass(full, cache) if full else None
+        full_logits = self.full_pass(full, cache) if full else None
         extra = [(r, c) for r, p in zip(rows, plans, strict=True) for c in p.canvases]
         window = [*part, *(r for r, _ in extra)]
         canvases = [r.canvas for r in part] + [c for _, c in extra]
-        logits = self._window_pass(window, cache, canvases) if window else None
+        logits = self.window_pass(window, cache, canvases) if window else None
         at, took = len(part), set()
         for row, plan in zip(rows, plans, strict=True):
             plan.at = at
@@ -141,7 +141,7 @@ class BlockRunner:
         return True
 
     # -- passes ---------------------------------------------------------------------------------
-    def _full_pass(self, rows: list[Row], cache: KVCache) -> Tensor:
+    def full_pass(self, rows: list[Row], cache: KVCache) -> Tensor:
         """One pass over whole canvases; returns logits [b, Wmax, V] for each row's block."""
         length = max(r.length for r in rows)
         ids = self._stack([r.canvas for r in rows], length)
@@ -154,7 +154,7 @@ class BlockRunner:
             row.fresh_block = False
         return self.model(ids, positions, mask=mask, store=store, score=score)
 
-    def _window_pass(
+    def window_pass(
         self, rows: list[Row], cache: KVCache, canvases: list[Tensor] | None = None
     ) -> Tensor:
         """Recompute only the block (dual) or block..end (prefix), attending to cached K/V; a

@@ -51,8 +51,8 @@ def test_window_pass_on_unchanged_canvas_equals_full_pass(
     kv = KVCache(dream_engine.args.num_layers, 2, 14)
     other.slot = 1
     with torch.inference_mode():
-        full = runner._full_pass([row, other], kv)
-        window = runner._window_pass([row, other], kv)
+        full = runner.full_pass([row, other], kv)
+        window = runner.window_pass([row, other], kv)
     assert row.nfe_full == 1 and row.nfe_block == 1
     assert (full - window).abs().max().item() <= 1e-5
     # and against a pass with no store at all (the check the other families run)
