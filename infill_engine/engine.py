@@ -76,7 +76,7 @@ class Engine:
             mask_id,
             self.threshold,
             self.args.max_positions,
-            lambda: self.device,
+            self.device,
             self.decode_ids,
             self.watchdog,
             variable=expand_id is not None or delete_id is not None,

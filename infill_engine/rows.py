@@ -34,7 +34,7 @@ class Rows:
         mask_id: int,
         threshold: float,
         limit: int,
-        device: Callable[[], torch.device],
+        device: torch.device,
         decode: Decode,
         watchdog: Watchdog,
         variable: bool = False,
@@ -42,7 +42,7 @@ class Rows:
         self.mask_id = mask_id
         self.threshold = threshold  # τ for requests that leave it to the model
         self.limit = limit  # the model's positions: context and span together
-        self._device = device  # where the model is now (asked per row: the model may move)
+        self.device = device  # the model's: the engine's canvases and random streams live there
         self.decode = decode
         self.watchdog = watchdog
         self.variable = variable  # the model has DreamOn's expand/delete tokens
@@ -63,7 +63,7 @@ class Rows:
         if params.threshold is None:
             params = replace(params, threshold=self.threshold)
         span = list(r.fill) if r.fill is not None else [self.mask_id] * r.span
-        device = self._device()
+        device = self.device
         canvas = torch.tensor(prefix + span + suffix, dtype=torch.long)
         generator = None
         if params.temperature > 0:
