@@ -53,7 +53,7 @@ class Engine:
         self.model = model
         self.tokenizer = tokenizer
         if tokenizer is not None:
-            # The engine trims context itself (fit_context); the tokenizer must not warn about it.
+            # a text caller's context is trimmed once (trim_context): the tokenizer must not warn
             tokenizer.model_max_length = 1 << 60
         self.mask_id = mask_id
         self.end_ids = tuple(end_ids)
