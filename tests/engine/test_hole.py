@@ -23,6 +23,8 @@ ROOT = Path(infill_engine.__file__).resolve().parents[1]
 BODY = "".join(f"    total_{i} = compute(values[{i}], scale={i}) + offset_{i}\n" for i in range(60))
 DOC = f"def run(values):\n{BODY}    result = \n{BODY}    return result\n"
 CURSOR = DOC.index("result = ") + len("result = ")
+# one long line: the context fills its budgets to the token, no line end to leave slack
+LINE = "total = " + " + ".join(f"values[{i}] * scale_{i}" for i in range(400)) + "\n"
 HOLE_FIELDS = {"text", "offset", "language_id", "candidates", "prefix_tokens"}
 
 
@@ -67,21 +69,25 @@ def test_no_other_runtime_module_declares_a_hole() -> None:
     assert own == ["infill_engine/hole.py: Hole"]
 
 
-def test_a_prepared_hole_is_cut_once_for_its_furthest_row(engine: Engine) -> None:
+@pytest.mark.parametrize(("doc", "cursor"), [(DOC, CURSOR), (LINE, len(LINE) // 2)])
+def test_a_prepared_hole_is_cut_once_for_its_furthest_row(
+    engine: Engine, doc: str, cursor: int
+) -> None:
     """Three candidates (the planned span, twice and half of it) of a hole whose document is
     longer than the model's 384 positions: every row's context fits beside its span and the
     growth room its plan gives it, the row holds exactly the context's ids, and those ids are
     the window of the document the answer names (before, the budgets were sized for the planned
-    span alone and the engine cut the 2x row's prefix again, mid-line)."""
+    span alone: the engine cut the 2x row's prefix again, mid-line, and growth the suffix's
+    end)."""
     positions = engine.args.max_positions
-    p = prepare(engine, Hole(DOC, CURSOR, language_id="python", priority="invoked", candidates=3))
+    p = prepare(engine, Hole(doc, cursor, language_id="python", priority="invoked", candidates=3))
     ctx, plan = p.context, p.plan
     spans = [r.span for r in p.requests]
     assert len(set(spans)) == 3 and max(spans) > plan.span
-    assert ctx.prefix_start > 0 and ctx.suffix_end < len(DOC)  # the budgets did cut
+    assert ctx.prefix_start > 0 and ctx.suffix_end < len(doc)  # the budgets did cut
     assert len(ctx.prefix_ids) <= plan.prefix_tokens and len(ctx.suffix_ids) <= plan.suffix_tokens
     assert (
-        ctx.prefix == DOC[ctx.prefix_start : CURSOR] and ctx.suffix == DOC[CURSOR : ctx.suffix_end]
+        ctx.prefix == doc[ctx.prefix_start : cursor] and ctx.suffix == doc[cursor : ctx.suffix_end]
     )
     assert engine.decode_ids(ctx.prefix_ids) == ctx.prefix
     assert engine.decode_ids(ctx.suffix_ids) == ctx.suffix
