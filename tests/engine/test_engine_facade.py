@@ -3,6 +3,9 @@ and a service's included), sized once; the scheduler is made on the engine's bat
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from infill_engine import InfillParams, load
@@ -53,3 +56,21 @@ def test_a_scheduler_takes_more_rows_after_a_resize() -> None:
         assert [len(j) for j in joins] == [3]  # all three joined the first step
     finally:
         engine.close()
+
+
+def test_only_the_engine_makes_a_scheduler_and_the_scheduler_never_sees_it() -> None:
+    """In the runtime packages a `Scheduler` is built in one place, the engine's `scheduler()`
+    (bench-serve built two of its own over one engine before), and scheduler.py names no
+    engine: it runs whatever batch its factory makes."""
+    root = Path(__file__).resolve().parents[2]
+    makers = []
+    for path in sorted([*root.glob("infill_engine/**/*.py"), *root.glob("lsp_server/**/*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
+                if name == "Scheduler":
+                    makers.append(str(path.relative_to(root)))
+    assert makers == ["infill_engine/engine.py"]
+    source = (root / "infill_engine" / "scheduler.py").read_text(encoding="utf-8")
+    assert "engine" not in source.lower().replace("infill_engine", "")
