@@ -98,6 +98,8 @@ SETTING_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "decode.span": st.one_of(st.none(), st.just("auto"), st.integers(0, 520)),
     "decode.minTokens": st.integers(-1, 520),
     "decode.cache": st.sampled_from(["dual", "prefix", "none", "paged"]),
+    "decode.speculate": st.sampled_from(["off", "exact", "fast", "always"]),
+    "decode.lookahead": st.integers(-1, 20),
     "context.prefixTokens": st.integers(-1, 40000),
     "context.suffixTokens": st.integers(-1, 40000),
     "context.maxDocumentChars": st.integers(0, 1 << 31),
