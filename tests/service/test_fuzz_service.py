@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infill_engine import Engine, load
-from infill_engine.params import CACHE_MODES, DECODE_POLICIES, InfillParams
+from infill_engine.params import CACHE_MODES, DECODE_POLICIES, SPECULATE_MODES, InfillParams
 from infill_engine.scheduler import PRIORITIES, Scheduler
 from infill_engine.service import (
     MAX_FRAME,
@@ -145,6 +145,8 @@ PARAM_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "seed": st.one_of(st.none(), st.integers(0, 2**63 - 1), ints),
     "min_tokens": st.one_of(st.integers(0, 12), ints),
     "expand": st.booleans(),
+    "speculate": st.sampled_from(SPECULATE_MODES),
+    "lookahead": st.one_of(st.integers(0, 16), ints),
 }
 assert set(PARAM_VALUES) == PARAM_FIELDS  # a new InfillParams field is fuzzed too
 
@@ -170,6 +172,8 @@ IN_DOMAIN: dict[str, st.SearchStrategy[Any]] = {
     "seed": st.one_of(st.none(), st.integers(0, 2**63 - 1)),
     "min_tokens": st.one_of(st.integers(0, 3), st.integers(0, 12)),
     "expand": st.booleans(),
+    "speculate": st.sampled_from(SPECULATE_MODES),
+    "lookahead": st.integers(0, 16),
 }
 assert set(IN_DOMAIN) == PARAM_FIELDS
 STOP_VALUES: dict[str, st.SearchStrategy[Any]] = {
