@@ -7,18 +7,20 @@ Where they come from (`Draft.source`):
   llama.cpp's `input_extra`);
 - `workspace`: lines the language server's workspace index found and sent with the call.
 
-`gather` finds the first two here (lines.py) and merges the carried ones, best first; the
-language server ranks them with the model's fills and gates what automatic triggers show
-(lsp_server/completion.py, docs/drafts.md). Only for a cursor, not a selection, and only for
-one line: a draft is the rest of the cursor's line.
+`gather` finds the first two here and merges the carried ones, best first; the language server
+ranks them with the model's fills and gates what automatic triggers show
+(lsp_server/completion.py, docs/drafts.md). Only for a cursor, not a selection. A draft is the
+rest of the cursor's line (lines.py), or, on an empty block body, the whole body (bodies.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from . import lines
+from .bodies import bodies
 from .draft import SOURCES, Draft
-from .lines import WEIGHTS, Cursor, LineIndex, Weights, candidates
+from .lines import WEIGHTS, Cursor, LineIndex, Weights
 
 __all__ = [
     "GATE",
@@ -41,6 +43,18 @@ IN_DECODING = 3  # the best drafts a request's decoding may guess from (speculat
 # holes of the standard library (half whole statements, half lines begun; docs/drafts.md),
 # where it shows a draft at 8 % of holes and 63 % of those are exact.
 GATE = 5.0
+
+
+def candidates(
+    cur: Cursor, indices: Sequence[LineIndex], limit: int = LIMIT, weights: Weights = WEIGHTS
+) -> list[Draft]:
+    """The best `limit` drafts for the cursor from `indices`: lines (lines.py) and, on an empty
+    block body, whole bodies (bodies.py), ranked together by score."""
+    return merge(
+        lines.candidates(cur, indices, limit, weights),
+        bodies(cur, indices, limit, weights),
+        limit=limit,
+    )
 
 
 def document_index(text: str, offset: int) -> LineIndex:

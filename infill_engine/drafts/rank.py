@@ -9,7 +9,8 @@ Then:
 
 - an automatic trigger (as the user types) shows drafts over the gate, and the model's fills
   only when `trust_model` (a model good enough to be shown unasked; the builtin model is not:
-  its fills are rarely right, docs/drafts.md);
+  its fills are rarely right, docs/drafts.md). A body draft (several lines, bodies.py) is never
+  shown unasked: on the calibration code no score separated right bodies from wrong ones;
 - an invoked one shows drafts over the gate, then the model's fills, then the best drafts
   under the gate but over a floor (the user asked; a fair guess is still better than
   nothing); the drafts under the gate come before the model's fills when the model is not
@@ -38,11 +39,13 @@ def finished(
     language_id: str,
     document: Around | None = None,
 ) -> list[Draft]:
-    """The drafts through the same finish as a fill, one line each (a draft is the rest of the
-    cursor's line): nothing shown adds a syntax error; those the finish empties are dropped."""
+    """The drafts through the same finish as a fill (a line draft is the rest of the cursor's
+    line and stays one line; a body draft keeps its lines): nothing shown adds a syntax error;
+    those the finish empties are dropped."""
     out = []
     for d in found:
-        text = finish(d.text, prefix, suffix, language_id, document=document, one_line=True)
+        one_line = "\n" not in d.text
+        text = finish(d.text, prefix, suffix, language_id, document=document, one_line=one_line)
         if text:
             out.append(replace(d, text=text))
     return out
@@ -70,7 +73,11 @@ def choose(
         ((d.score + AGREE_BONUS * (d.text.strip() in said), d) for d in found),
         key=lambda sd: -sd[0],
     )
-    over = [Choice(d.text, d.source, s) for s, d in scored if s >= gate]
+    over = [
+        Choice(d.text, d.source, s)
+        for s, d in scored
+        if s >= gate and not (automatic and "\n" in d.text.strip())
+    ]
     under = [Choice(d.text, d.source, s) for s, d in scored if FLOOR <= s < gate][:below_gate]
     model = [Choice(f, "model", None) for f in fills if f.strip()]
     if automatic:

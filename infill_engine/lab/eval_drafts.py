@@ -228,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("repos", nargs="*", type=Path, help="repository folders (Python)")
     ap.add_argument("--holes", type=int, default=100, help="holes per repository")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--kinds", default=",".join(KINDS), help="hole kinds, comma-separated (lab/holes.py)"
+    )
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--json", type=Path, help="write the figures here too")
     ap.add_argument(
@@ -240,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         if not root.is_dir():
             print(f"eval-drafts: {root} is not a folder", file=sys.stderr)
             return 2
-        cases = repo_holes(root, a.holes, a.seed)
+        cases = repo_holes(root, a.holes, a.seed, kinds=a.kinds.split(","))
         report[root.name] = {
             mode: asyncio.run(run_mode(root, cases, mode == "on", server, a.model))
             for mode in ("off", "on")

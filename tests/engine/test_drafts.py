@@ -125,3 +125,47 @@ def test_a_block_opener_is_no_draft_where_its_block_would_stay_empty() -> None:
     # under an opener's indentation, the next line deeper, an opener may stand
     cur = Cursor.at("if a:\n    \n        go()\n", len("if a:\n    "))
     assert cur.takes("for x in xs:") and not Cursor.at("if a:\n    \n", 10).takes("if b:")
+
+
+# The same opener twice; the second's body is what is missing.
+BODIES = (
+    "def first(items):\n"
+    "    for item in items:\n"
+    "        if item.ready:\n"
+    "            item.send()\n"
+    "            log(item)\n"
+    "    return items\n"
+    "\n"
+    "def second(items):\n"
+    "    for item in items:\n"
+    "        \n"
+    "    return items\n"
+)
+BODY_CURSOR = BODIES.index("        \n    return items\n", BODIES.index("second")) + 8
+
+
+def test_an_empty_body_is_drafted_whole_from_the_same_opener_elsewhere() -> None:
+    found = gather(BODIES, BODY_CURSOR)
+    body = "if item.ready:\n            item.send()\n            log(item)"
+    assert found[0].text == body and found[0].where == "line 3"
+    assert found[0].score >= GATE  # the opener above, the line below the body: both equal
+    # not where the body is there already, nor where something is typed on the line
+    filled = BODIES.replace("        \n    return", "        pass\n    return")
+    assert not any("\n" in d.text for d in gather(filled, filled.index("pass")))
+    typed = BODIES[:BODY_CURSOR] + "if" + BODIES[BODY_CURSOR:]
+    assert not any("\n" in d.text for d in gather(typed, BODY_CURSOR + 2))
+
+
+def test_a_body_draft_is_shown_when_asked_for_never_unasked() -> None:
+    body = Draft("if x:\n        y()", "workspace", GATE + 2)
+    assert choose([], [body], automatic=True, gate=GATE, trust_model=False) == []
+    asked = choose(["m()"], [body], automatic=False, gate=GATE, trust_model=False)
+    assert [c.text for c in asked] == [body.text, "m()"]
+
+
+def test_a_body_draft_is_finished_with_its_lines() -> None:
+    from infill_engine.drafts.rank import finished
+
+    found = gather(BODIES, BODY_CURSOR)[:1]
+    done = finished(found, BODIES[:BODY_CURSOR], BODIES[BODY_CURSOR:], "python")
+    assert [d.text for d in done] == [found[0].text]  # three lines, valid where it stands

@@ -117,3 +117,37 @@ async def test_a_watched_file_change_reaches_the_index(
     items = await inline(client, groups.as_uri(), 2, 4)
     assert item_text(items[0]) == LINE
     assert (await status(client))["drafts"]["workspace"]["files"] == 2
+
+
+BODY_PATTERN = (
+    "def send_{0}(items):\n"
+    "    for item in items:\n"
+    "        if item.ready:\n"
+    "            item.send()\n"
+    "            log(item)\n"
+    "    return items\n"
+)
+BODY_HOLE = "def send_groups(items):\n    for item in items:\n        \n    return items\n"
+BODY = "if item.ready:\n            item.send()\n            log(item)"
+
+
+async def test_an_empty_body_is_offered_whole_when_asked_for(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """The same opener in another file of the workspace, with a body under it: an invoked
+    request at the empty body shows that body, re-indented, as one item of several lines (the
+    builtin model untrusted, as by default: a draft goes before its fills); an automatic one
+    never shows a body (docs/drafts.md)."""
+    (tmp_path / "users.py").write_text(BODY_PATTERN.format("users"))
+    groups = tmp_path / "groups.py"
+    groups.write_text(BODY_HOLE)
+    settings = {**SETTINGS, "decode": {"maxSpan": 32}, "drafts": {"trustModel": None}}
+    await start(client, settings=settings, folders=[tmp_path])
+    await _indexed(client)
+    uri = groups.as_uri()
+    open_doc(client, uri, BODY_HOLE)
+    shown = await inline(client, uri, 2, 8, invoked=False)
+    assert all("\n" not in item_text(i) for i in shown)
+    items = await inline(client, uri, 2, 8)
+    assert items and item_text(items[0]) == BODY
+    assert items[0].command is not None and items[0].command.arguments[0]["source"] == "workspace"
