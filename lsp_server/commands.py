@@ -13,7 +13,7 @@ from infill_engine.params import InfillParams
 
 from . import stubs, syntax
 from .engines.backend import Backend
-from .engines.engine_client import Filled, Hole
+from .engines.engine_client import Hole
 from .finish import finish
 from .options import Options, decode_params
 
@@ -63,10 +63,16 @@ async def _fill(
     language_id: str,
     opts: Options,
     min_tokens: int,
-) -> tuple[Hole, Filled]:
-    """One fill of a hole at command priority, planned and cut by the engine."""
+    block_indent: str,
+    around: syntax.Around,
+) -> str | None:
+    """One fill of a hole at command priority, planned and cut by the engine, finished against
+    the context the model saw (None: nothing usable)."""
     hole = _hole(text, offset, end, language_id, opts, decode_params(opts.decode, min_tokens))
-    return hole, await backend.fill(hole)
+    filled = await backend.fill(hole)
+    prefix, suffix = filled.context(hole)
+    first = filled.results[0].text
+    return finish(first, prefix, suffix, language_id, block_indent=block_indent, document=around)
 
 
 def _hole(
@@ -119,18 +125,9 @@ async def fill_function_body(
     # it, which it plans as the empty body it is (`function_body`) and cuts the context around.
     blank = hole.indent + ("" if text.startswith("\n", hole.end) else "\n")
     empty = text[: hole.start] + blank + text[hole.end :]
-    asked, filled = await _fill(
-        backend, empty, hole.start + len(hole.indent), None, language_id, opts, 4
-    )
-    prefix, suffix = filled.context(asked)
-    body = finish(
-        filled.results[0].text,
-        prefix,
-        suffix,
-        language_id,
-        block_indent=hole.indent,
-        document=_around(text, hole.start, hole.end),
-    )
+    at = hole.start + len(hole.indent)
+    around = _around(text, hole.start, hole.end)
+    body = await _fill(backend, empty, at, None, language_id, opts, 4, hole.indent, around)
     if body is None:
         raise CommandError(f"the model wrote nothing usable for {hole.name}()")
     at_line_start = hole.start == hole.end or text[hole.start : hole.end].endswith("\n")
@@ -170,16 +167,8 @@ async def regenerate_selection(
             at, stop = start + len(note), end + len(note)
         else:
             what += f" (without the instruction: no comment syntax is known for {language_id})"
-    hole, filled = await _fill(backend, sent, at, stop, language_id, opts, 2)
-    prefix, suffix = filled.context(hole)
-    new = finish(
-        filled.results[0].text,
-        prefix,
-        suffix,
-        language_id,
-        block_indent="",
-        document=_around(text, start, end),
-    )
+    around = _around(text, start, end)
+    new = await _fill(backend, sent, at, stop, language_id, opts, 2, "", around)
     if new is None:
         raise CommandError("the model wrote nothing usable for the selection")
     return _checked(Edit(start, end, new, what, confirm), text, language_id)
