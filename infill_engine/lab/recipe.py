@@ -88,6 +88,9 @@ class Schedule:
     expand_fraction: float = 0.0  # share of infill rows whose span is too short (DreamOn expand)
     oracle_fraction: float = 0.25
     repo_fraction: float = 0.0  # share of rows led by other files of the same package (sampler)
+    # share of infill rows whose middle is a line that stands verbatim elsewhere in the window
+    # (the sampler's copy rows: the model learns to copy what the context already says)
+    copy_fraction: float = 0.0
     stratified_t: bool = True  # one mask level per stratum of the batch (MDLM); False: iid U(0,1)
     checkpoint_minutes: float = 5.0
     threads: int = 2
@@ -105,6 +108,7 @@ class Schedule:
             "min_lr_ratio",
             "expand_fraction",
             "repo_fraction",
+            "copy_fraction",
         ):
             if not 0.0 <= float(getattr(self, f)) <= 1.0:
                 raise ValueError(f"train.{f} must be in [0, 1], got {getattr(self, f)}")

@@ -14,6 +14,10 @@ Three kinds of rows:
   so the model learns to ask for room where it has none (a mask decoded as `<|expand|>` becomes
   two masks). The end-token padding plays DreamOn's `<|delete|>` role for spans that are too long.
 
+A `copy_fraction` of the infill rows cut a middle line that stands verbatim elsewhere in the
+window (copy rows): code repeats itself, and the drafts that rank such lines (drafts/) gain
+most from a model that copies what its context already says.
+
 Any of these rows may be a repository row (`repo_fraction` of them): it opens with chunks of
 other files of the same package directory, each under a `# path` comment line, exactly as the
 language server places other files' chunks before the prefix (`context.build_extra`, whose
@@ -154,8 +158,13 @@ class Sampler:
         return ids, masked, 1.0 / (t * n), [1.0] * n
 
     def _cut(self, text: str) -> tuple[int, int]:
-        """Character offsets [a, b) of the middle: one line, a block of lines or a random span."""
+        """Character offsets [a, b) of the middle: one line, a block of lines or a random span;
+        for a copy row, a line whose text stands elsewhere in the window too."""
         starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n" and i + 1 < len(text)]
+        if self.t.copy_fraction > 0 and self.rng.random() < self.t.copy_fraction:
+            repeated = self._repeated(text, starts)
+            if repeated is not None:
+                return repeated
         kind = self.rng.random()
         if kind < 0.75 and len(starts) > 4:
             lo = len(starts) // 4
@@ -165,6 +174,21 @@ class Sampler:
             return starts[first], starts[last]
         a = self.rng.randrange(len(text) // 4, max(len(text) // 4 + 1, len(text) * 3 // 4))
         return a, min(len(text), a + self.rng.randint(1, 120))
+
+    def _repeated(self, text: str, starts: list[int]) -> tuple[int, int] | None:
+        """A whole line (not the window's first or last) whose stripped text, 8 characters or
+        more, stands on another line of the window; None when none does."""
+        ends = [*starts[1:], len(text)]
+        rows: dict[str, list[int]] = {}
+        for k in range(1, len(starts) - 1):
+            s = text[starts[k] : ends[k]].strip()
+            if len(s) >= 8 and not s.startswith("#"):
+                rows.setdefault(s, []).append(k)
+        twice = [ks for ks in rows.values() if len(ks) >= 2]
+        if not twice:
+            return None
+        k = self.rng.choice(self.rng.choice(twice))
+        return starts[k], ends[k]
 
     def infill(self, t: float) -> Example:
         n = self.t.seq_len

@@ -254,6 +254,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--expand-fraction", type=float, default=None, help="share of infill rows taught to expand"
     )
+    ap.add_argument(
+        "--copy-fraction",
+        type=float,
+        default=None,
+        help="share of infill rows whose middle line stands elsewhere in the row",
+    )
     ap.add_argument("--init", type=Path, default=None, help="continue from this model dir")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -278,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("batch_size", a.batch_size),
                 ("infill_fraction", a.infill_fraction),
                 ("expand_fraction", a.expand_fraction),
+                ("copy_fraction", a.copy_fraction),
             )
             if v is not None
         }

@@ -197,3 +197,20 @@ def test_repository_rows_open_with_the_servers_chunk_headers() -> None:
     assert first.removeprefix("# ") in {f"pkg/mod{i}.py" for i in range(3)}
     plain = Sampler(files, tok, sched.__class__(seq_len=256, repo_fraction=0.0), seed=1)
     assert not tok.decode(plain.plain()).startswith("# ")
+
+
+def test_copy_rows_cut_a_line_that_stands_elsewhere_in_the_window() -> None:
+    tok = Tokenizer.from_file(str(BUILTIN / "tokenizer.json"))
+    lines = [f"    value_{i} = compute(value_{i - 1})\n" for i in range(1, 40)]
+    lines[30] = lines[5]  # one line twice
+    files = [SourceFile("site-packages/pkg/mod.py", "def f():\n" + "".join(lines))]
+    sched = TrainConfig.load().train.__class__(seq_len=512, copy_fraction=1.0)
+    s = Sampler(files, tok, sched, seed=3)
+    text = files[0].text
+    for _ in range(10):
+        a, b = s._cut(text)
+        assert text[a:b] == lines[5]
+    plain = Sampler(files, tok, sched.__class__(seq_len=512, copy_fraction=0.0), seed=3)
+    assert any(text[slice(*plain._cut(text))] != lines[5] for _ in range(10))
+    with pytest.raises(ValueError, match="copy_fraction"):
+        sched.__class__(copy_fraction=1.5)
