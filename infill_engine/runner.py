@@ -103,7 +103,11 @@ class BlockRunner:
                 took.add(id(row))
         for group, group_logits in ((full, full_logits), (part, logits)):
             keep = [i for i, r in enumerate(group) if id(r) not in took]
-            if keep and group_logits is not None:
+            if not keep or group_logits is None:
+                continue
+            if len(keep) == len(group):  # a view (the window's own rows lead): no copy
+                self._commit(group, group_logits[: len(group)])
+            else:
                 self._commit([group[i] for i in keep], group_logits[keep])
         for row, plan in zip(rows, plans, strict=True):
             if plan.guesses and logits is not None and id(row) not in took:
