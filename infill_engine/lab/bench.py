@@ -13,6 +13,10 @@ test: it measures and prints.
 the cache speedups (cost per pass) but not the confidence-driven NFE savings, which need a
 trained model.
 
+The `dual+x` rows run the dual cache with `speculate="exact"` (speculate.py: guessed next
+states checked in the same window pass); their `vs eager` column is their agreement with the
+plain dual row, which must be 1.000 (the same tokens in fewer passes).
+
 Before anything is timed, every configuration fills the hole once at one block's span
 (`warm_up`), so that no row, the baseline first of all, pays for first-call costs (kernel and
 allocator set-up, thread pools, CUDA graph capture).
@@ -42,7 +46,7 @@ from ..request import InfillRequest
 from . import pass_timing
 
 BASELINE = ("fixed", "none")
-CACHES = ("none", "prefix", "dual")
+CACHES = ("none", "prefix", "dual", "dual+x")  # +x: the exact mode of speculate.py
 # A fixed sample, so that figures taken on different days fill the same hole (it once was
 # runner.py, whose hole moved with every edit of the runner); a wheel without the repo's
 # examples/ falls back to a source that ships with the package.
@@ -115,8 +119,13 @@ def configs(thresholds: list[float], graphs: bool = False) -> list[tuple[str, st
     """The baseline first, then the threshold policy with every cache at every τ. Where window
     passes are replayed as CUDA graphs (`graphs`), the cached rows say so ("prefix/g",
     "dual/g"), and an eager dual row runs first, to compare with."""
-    caches = ("none", "prefix/g", "dual", "dual/g") if graphs else CACHES
+    caches = ("none", "prefix/g", "dual", "dual/g", "dual+x/g") if graphs else CACHES
     return [(*BASELINE, None)] + [("threshold", c, t) for t in thresholds for c in caches]
+
+
+def cache_of(label: str) -> str:
+    """A row label's cache mode ("dual+x/g" -> "dual")."""
+    return label.removesuffix("/g").removesuffix("+x")
 
 
 def fill_once(
@@ -134,8 +143,9 @@ def fill_once(
         max_span=max(span, 512),
         block_size=block_size,
         decode=cast(DecodePolicy, dec),
-        cache=cast(CacheMode, label.removesuffix("/g")),
+        cache=cast(CacheMode, cache_of(label)),
         threshold=engine.threshold if tau is None else tau,
+        speculate="exact" if "+x" in label else "off",
     )
     graphs = engine.runner.graphs
     engine.runner.graphs = graphs if label.endswith("/g") else None
@@ -173,7 +183,7 @@ def run(
     base_nfe, base_ms = 1, 1.0
     eager_ids: list[int] = []
     for span, dec, label, tau in tqdm(runs, desc="bench", unit="run"):
-        cache = label.removesuffix("/g")
+        cache = cache_of(label)
         if len(prefix) + span + len(suffix) > engine.args.max_positions:
             tqdm.write(f"span {span}: skipped, the model has {engine.args.max_positions} positions")
             continue
@@ -181,6 +191,7 @@ def run(
         r = fill_once(engine, prefix, suffix, span, block_size, (dec, label, tau))
         ms = (time.perf_counter() - t0) * 1000
         ids = r.token_ids
+        twin = label != "dual" and cache == "dual"  # graphed or speculating: the dual row's twin
         if (dec, cache) == BASELINE:
             base_ids, base_nfe, base_ms = ids, r.nfe, ms
         if label == "dual":
@@ -190,7 +201,7 @@ def run(
                 span, dec, label, tau, r.nfe, r.nfe_full, r.nfe_block, round(ms, 1),
                 round(base_nfe / r.nfe, 2), round(base_ms / ms, 2),
                 round(agreement(ids, base_ids), 3), round(r.tokens / max(r.nfe, 1), 2),
-                round(agreement(ids, eager_ids), 3) if label == "dual/g" else None,
+                round(agreement(ids, eager_ids), 3) if twin else None,
             )
         )  # fmt: skip
     return out

@@ -75,12 +75,15 @@ def test_bench_reports_ratios_to_its_own_baseline(dream_dir: Path) -> None:
     rows = json.loads(p.stdout)
     assert [(r["decode"], r["cache"]) for r in rows] == [
         ("fixed", "none"), ("threshold", "none"), ("threshold", "prefix"), ("threshold", "dual"),
+        ("threshold", "dual+x"),
     ]  # fmt: skip
     base = rows[0]
     assert base["nfe_ratio"] == 1.0 and base["agree"] == 1.0
     assert base["nfe_full"] == base["nfe"] and base["nfe_block"] == 0
-    dual = rows[3]
+    dual, exact = rows[3], rows[4]
     assert dual["nfe_full"] == 2 and dual["nfe_block"] > 0  # one refresh per block of 8
+    # the exact mode of speculate.py: the dual row's tokens, in no more passes
+    assert exact["vs_eager"] == 1.0 and exact["nfe"] <= dual["nfe"]
 
 
 def test_bench_cache_rows_agree_with_the_baseline_on_the_builtin_model() -> None:
@@ -105,9 +108,9 @@ def test_bench_threshold_curve_has_every_cache_at_every_tau(dream_dir: Path) -> 
     rows = json.loads(p.stdout)
     assert [(r["decode"], r["threshold"], r["cache"]) for r in rows] == [
         ("fixed", None, "none"),
-        *[("threshold", t, c) for t in (0.5, 1.0) for c in ("none", "prefix", "dual")],
+        *[("threshold", t, c) for t in (0.5, 1.0) for c in ("none", "prefix", "dual", "dual+x")],
     ]
-    base, exact = rows[0], rows[4]
+    base, exact = rows[0], rows[5]
     # τ = 1.0 without a cache commits the single most confident token per step: the baseline
     assert exact["nfe"] == base["nfe"] and exact["agree"] == 1.0
     bad = run_cli("bench", "--model", str(dream_dir), "--thresholds", "0,2")
@@ -178,6 +181,11 @@ def test_bench_uses_the_models_threshold_and_explains_agree() -> None:
     assert "agree: the share of span positions whose token equals the baseline's" in table.stdout
 
 
+def _label(params: Any) -> str:
+    """A bench row's cache label from its params (the exact mode is "+x")."""
+    return params.cache + ("+x" if params.speculate == "exact" else "")
+
+
 def test_bench_warms_every_configuration_before_timing_any(dream_engine: Any) -> None:
     """Each configuration fills once, untimed, before the first timed row: the baseline, timed
     first, once paid for the first calls of every code path (3.19x and 26.85x for the same
@@ -188,7 +196,7 @@ def test_bench_warms_every_configuration_before_timing_any(dream_engine: Any) ->
     real = dream_engine.run
 
     def run(requests: list[Any]) -> Any:
-        calls.extend((r.span, r.params.decode, r.params.cache) for r in requests)
+        calls.extend((r.span, r.params.decode, _label(r.params)) for r in requests)
         return real(requests)
 
     dream_engine.run = run

@@ -125,9 +125,10 @@ def test_bench_compares_graphed_rows_with_an_eager_twin(
     from infill_engine.lab import bench
 
     rows = bench.run(dream_engine, [24], block_size=8, thresholds=[1.0], context=24)
-    assert [r.cache for r in rows] == ["none", "none", "prefix/g", "dual", "dual/g"]
-    dual, graphed = rows[3], rows[4]
+    assert [r.cache for r in rows] == ["none", "none", "prefix/g", "dual", "dual/g", "dual+x/g"]
+    dual, graphed, exact = rows[3], rows[4], rows[5]
     assert graphed.vs_eager == 1.0 and graphed.nfe == dual.nfe  # same kernels, same tokens
+    assert exact.vs_eager == 1.0 and exact.nfe <= dual.nfe  # the exact mode: the same tokens
     assert all(r.vs_eager is None for r in rows[:4])
     assert graphs.replays > 0 and dream_engine.runner.graphs is graphs
     assert "vs eager" in bench.table(rows)
