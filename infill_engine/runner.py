@@ -119,8 +119,10 @@ class BlockRunner:
     def _follow(self, row: Row, plan: speculate.Plan, logits: Tensor) -> None:
         """After the row's own commit: take the next steps on the logits of the guesses that
         match the state it is in, as long as one does."""
-        while row.stop_reason is None and not row.fresh_block:
+        for _ in plan.guesses:  # each step commits more, so no guess serves twice: a bound
             lo, hi = row.block_start, row.block_end
+            if row.stop_reason is not None or row.fresh_block:
+                break
             if not bool((row.canvas[lo:hi] == self.mask_id).any()):
                 break
             j = plan.match(row, self.shift)
