@@ -152,6 +152,8 @@ async def run_rows(
             raise Refusal(outcome.code, str(outcome))
         if isinstance(outcome, asyncio.CancelledError):
             raise Refusal("cancelled", "cancelled")
+        if isinstance(outcome, ValueError):  # refused as it became a row (rows.check)
+            raise Refusal("bad_request", str(outcome)[:300])
         if isinstance(outcome, BaseException):
             raise Refusal("internal", f"{type(outcome).__name__}: {outcome}"[:300])
         if outcome.stop_reason == "cancelled":
