@@ -120,12 +120,13 @@ def _shown(
     """What an editor shows for an invoked request (finish: the language server's finishing
     steps and syntax check, on the whole file; then the ranking of the fill with the drafts,
     drafts.rank), and where it came from; "" with a word on stderr when nothing is left."""
-    from .drafts import GATE
+    from .drafts import GATE, typed_before
     from .drafts.rank import choose
     from .finish import finish
 
     text = finish(raw, prefix, suffix, language)
-    best = choose([text] if text else [], found, automatic=False, gate=GATE, trust_model=trust)
+    typed = typed_before(prefix, len(prefix))
+    best = choose([text] if text else [], found, False, GATE, trust, typed=typed)
     if not best:
         print(
             "dllm-infill fill: nothing to show: an editor would show no completion here (the "

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from infill_engine.drafts import GATE, Draft
+from infill_engine.drafts import GATE, Draft, typed_before
 from infill_engine.drafts.rank import choose, finished
 from infill_engine.scheduler import Priority
 
@@ -178,7 +178,8 @@ class Completer:
         if trust is None:
             trust = opts.engine.model != "builtin" or opts.engine.address is not None
         gate = GATE if opts.drafts.gate is None else opts.drafts.gate
-        chosen = choose(fills, drafts, not ask.invoked, gate, trust)
+        typed = typed_before(ask.text, ask.offset)
+        chosen = choose(fills, drafts, not ask.invoked, gate, trust, typed=typed)
         for c in chosen[: self._limit(ask, opts)]:
             self.sources[c.source] = self.sources.get(c.source, 0) + 1
         self._sources[ask.uri] = {c.text: c.source for c in chosen}

@@ -118,7 +118,9 @@ class StatsOptions:
 class DraftOptions:
     # Drafts (docs/drafts.md): lines the code already has, ranked with the model's fills.
     enabled: bool = True
-    gate: float | None = None  # the score over which automatic triggers show a draft (None: GATE)
+    # The confidence (0 to 1, drafts/gate.py) from which automatic triggers show a draft
+    # (None: the calibrated GATE).
+    gate: float | None = None
     # Show the model's own fills on automatic triggers too. None: yes for a real checkpoint,
     # no for the builtin model (its fills are rarely right).
     trust_model: bool | None = None
@@ -322,7 +324,7 @@ _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("stats", "enabled", "stats.enabled", _bool),
     ("stats", "slow_ms", "stats.slowMs", _float_in(1.0, 600_000.0)),
     ("drafts", "enabled", "drafts.enabled", _bool),
-    ("drafts", "gate", "drafts.gate", _or_none(_float_in(-100.0, 100.0))),
+    ("drafts", "gate", "drafts.gate", _or_none(_float_in(0.0, 1.0))),
     ("drafts", "trust_model", "drafts.trustModel", _or_none_bool),
     ("drafts", "workspace", "drafts.workspace", _bool),
     ("drafts", "max_file_bytes", "drafts.maxFileBytes", _int_in(1024, 64 << 20)),

@@ -16,14 +16,17 @@ rest of the cursor's line (lines.py), or, on an empty block body, the whole body
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from . import lines
 from .bodies import bodies
 from .draft import SOURCES, Draft
-from .lines import WEIGHTS, Cursor, LineIndex, Weights
+from .gate import GATE, GATE_MODEL
+from .lines import WEIGHTS, Cursor, LineIndex, Weights, typed_before
 
 __all__ = [
     "GATE",
+    "GATE_MODEL",
     "IN_DECODING",
     "LIMIT",
     "SOURCES",
@@ -35,14 +38,11 @@ __all__ = [
     "candidates",
     "gather",
     "merge",
+    "typed_before",
 ]
 
 LIMIT = 8  # drafts a request keeps
 IN_DECODING = 3  # the best drafts a request's decoding may guess from (speculate.py)
-# The score over which an automatic trigger shows a draft: calibrated on 2,100 single-line
-# holes of the standard library (half whole statements, half lines begun; docs/drafts.md),
-# where it shows a draft at 8 % of holes and 63 % of those are exact.
-GATE = 5.0
 
 
 def candidates(
@@ -80,10 +80,14 @@ def gather(
 
 
 def merge(*groups: Iterable[Draft], limit: int = LIMIT) -> list[Draft]:
-    """The drafts of all groups, one per text (its best score), best first."""
+    """The drafts of all groups, one per text (its best score, and the votes of all groups:
+    they drafted from different texts), best first."""
     best: dict[str, Draft] = {}
     for group in groups:
         for d in group:
-            if d.text not in best or d.score > best[d.text].score:
+            if d.text not in best:
                 best[d.text] = d
+            else:
+                votes = best[d.text].votes + d.votes
+                best[d.text] = replace(max(best[d.text], d, key=lambda x: x.score), votes=votes)
     return sorted(best.values(), key=lambda d: -d.score)[:limit]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from .draft import Draft
 from .lines import _IDENT, WEIGHTS, Cursor, LineIndex, Weights, _jaccard, indent_of, score
@@ -107,9 +108,11 @@ def bodies(
             value = score(features, weights)
             if text not in found or value > found[text][0]:
                 where = f"{index.path}:{row + 2}" if index.path else f"line {row + 2}"
-                found[text] = (value, Draft(text, index.source, value, where))
+                found[text] = (value, Draft(text, index.source, value, where, features))
     out = []
     for text, (value, draft) in found.items():
-        value += weights.recur * math.log(counts[text])
-        out.append(Draft(text, draft.source, value, draft.where))
+        recur = math.log(counts[text])
+        value += weights.recur * recur
+        with_recur = (*draft.features[:5], recur, *draft.features[6:])
+        out.append(replace(draft, score=value, features=with_recur, votes=counts[text]))
     return sorted(out, key=lambda d: -d.score)[:limit]

@@ -65,6 +65,11 @@ def indent_of(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
+def typed_before(text: str, offset: int) -> str:
+    """What is typed on the cursor's line before it, after the indentation."""
+    return text[text.rfind("\n", 0, offset) + 1 : offset].lstrip(" \t")
+
+
 @dataclass
 class LineIndex:
     """One text's lines, for drafting: `path` names it, `source` says where it came from
@@ -341,8 +346,10 @@ def best_of(
     cur: Cursor, found: Sequence[Occurrence], limit: int, weights: Weights = WEIGHTS
 ) -> list[Draft]:
     best: dict[str, tuple[float, Occurrence]] = {}
+    votes: dict[str, int] = defaultdict(int)
     for o in found:
         value = score(o.features, weights)
+        votes[o.text] += 1
         if o.text not in best or value > best[o.text][0]:
             best[o.text] = (value, o)
     ranked = sorted(best.values(), key=lambda vo: -vo[0])[:limit]
@@ -352,7 +359,7 @@ def best_of(
         if cur.rest:
             text = text[: len(text) - len(cur.rest)]
         where = f"{o.index.path}:{o.row + 1}" if o.index.path else f"line {o.row + 1}"
-        out.append(Draft(text, o.index.source, value, where))
+        out.append(Draft(text, o.index.source, value, where, o.features, votes[o.text]))
     return out
 
 

@@ -1,20 +1,19 @@
 """Which completions to show, in which order: the model's fills and the drafts together.
 
-Drafts carry their finder's score (lines.Weights), calibrated so that the `gate` separates the
-holes where a draft is usually right from those where it is usually wrong. A trusted model's
-fill that says the same as a draft is the strongest evidence there is (two independent readers
-agree), so that draft goes first whatever its score; an untrusted model's agreement counts for
-nothing (the builtin model agreed with wrong drafts as often as with right ones, docs/drafts.md).
-Then:
+Drafts come ranked by their finder's score (lines.Weights); the gate (gate.py) says how likely
+the first of them is exactly right, from the whole list, and an automatic trigger shows it only
+when that confidence is at least `gate`. A trusted model's fill that says the same as a draft
+is the strongest evidence there is (two independent readers agree), so that draft goes first
+whatever the gate says; an untrusted model's agreement counts for nothing (the builtin model
+agreed with wrong drafts as often as with right ones, docs/drafts.md). Then:
 
-- an automatic trigger (as the user types) shows drafts over the gate, and the model's fills
-  only when `trust_model` (a model good enough to be shown unasked; the builtin model is not:
-  its fills are rarely right, docs/drafts.md). A body draft (several lines, bodies.py) is never
-  shown unasked: on the calibration code no score separated right bodies from wrong ones;
-- an invoked one shows drafts over the gate, then the model's fills, then the best drafts
-  under the gate but over a floor (the user asked; a fair guess is still better than
-  nothing); the drafts under the gate come before the model's fills when the model is not
-  trusted.
+- an automatic trigger (as the user types) shows the draft the gate passes, and the model's
+  fills only when `trust_model` (a model good enough to be shown unasked; the builtin model is
+  not: its fills are rarely right, docs/drafts.md). A body draft (several lines, bodies.py) is
+  never shown unasked: on the calibration code nothing separated right bodies from wrong ones;
+- an invoked one shows the draft the gate passes, then the model's fills, then the best other
+  drafts over a floor (the user asked; a fair guess is still better than nothing); those
+  drafts come before the model's fills when the model is not trusted.
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ from dataclasses import dataclass, replace
 from ..finish import finish
 from ..finish.syntax import Around
 from .draft import Draft
+from .gate import GATE_MODEL
 
-AGREE_BONUS = 4.0  # added to a draft's score when a model fill says the same
-# Drafts under this score are never shown, even asked for: under it, the calibration holes'
+# Drafts scored under this are never shown, even asked for: under it, the calibration holes'
 # best draft was right too rarely to be worth the user's reading (docs/drafts.md).
 FLOOR = 0.0
 
@@ -65,20 +64,21 @@ def choose(
     gate: float,
     trust_model: bool = True,
     below_gate: int = 2,
+    typed: str = "",
 ) -> list[Choice]:
     """The completions to show, best first, each text once. `fills` are the model's (already
-    finished: empty ones dropped), `found` the drafts, best first."""
+    finished: empty ones dropped), `found` the drafts, best first; `typed` what is typed on the
+    cursor's line before it (after the indentation), which the gate reads."""
     said = {f.strip() for f in fills if f.strip()} if trust_model else set()
-    scored = sorted(
-        ((d.score + AGREE_BONUS * (d.text.strip() in said), d) for d in found),
-        key=lambda sd: -sd[0],
-    )
+    agreed = [d for d in found if d.score >= FLOOR and d.text.strip() in said]
+    sure = list(found[:1]) if GATE_MODEL.confidence(found, typed) >= gate else []
     over = [
-        Choice(d.text, d.source, s)
-        for s, d in scored
-        if s >= gate and not (automatic and "\n" in d.text.strip())
+        Choice(d.text, d.source, d.score)
+        for d in agreed + sure
+        if not (automatic and "\n" in d.text.strip())
     ]
-    under = [Choice(d.text, d.source, s) for s, d in scored if FLOOR <= s < gate][:below_gate]
+    under = [Choice(d.text, d.source, d.score) for d in found if d.score >= FLOOR]
+    under = [c for c in under if c not in over][:below_gate]
     model = [Choice(f, "model", None) for f in fills if f.strip()]
     if automatic:
         order = over + (model if trust_model else [])

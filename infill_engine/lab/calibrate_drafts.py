@@ -1,17 +1,20 @@
-"""Fit the drafts' weights and read the gate's curve, on holes of folders of your choice.
+"""Fit the drafts' weights and their gate, and read the gate's curve, on holes of folders of
+your choice.
 
     python -m infill_engine.lab.calibrate_drafts FOLDER [FOLDER ...] [--holes 150] [--fit]
+        [--fit-gate]
 
 Each folder is a package: single-line holes are cut from its Python files (lab/holes.py:
 `statement` and `line`, `--holes` of each per folder), each drafted from its own document and
 the folder's other files (drafts/lines.py, what the language server's index offers), and the
 features of every candidate kept. Without `--fit` it prints, for the current weights, the top-1
-accuracy and the gate's curve (holes shown and the share exact above each score). With
+accuracy and the gate's curve (holes shown and the share exact above each confidence). With
 `--fit` it first fits the weights by coordinate ascent on top-1 accuracy plus half the
-precision of the surest 15 %, and prints them. The shipped weights and gate
-(drafts/lines.Weights, drafts.GATE) came from the standard library's asyncio, email, logging,
-importlib, concurrent, http and xml packages (docs/drafts.md); held-out figures come from
-eval_drafts.py on other code.
+precision of the surest 15 %, and prints them; with `--fit-gate` it fits the gate's logistic
+model (drafts/gate.py) on the ranked drafts and prints it. The shipped weights and gate
+(drafts/lines.Weights, drafts/gate.GATE_MODEL) came from the standard library's asyncio,
+email, logging, importlib, concurrent, http and xml packages (docs/drafts.md); held-out
+figures come from eval_drafts.py on other code.
 """
 
 from __future__ import annotations
@@ -19,17 +22,33 @@ from __future__ import annotations
 import argparse
 import random
 from collections.abc import Sequence
-from dataclasses import astuple, fields, replace
+from dataclasses import astuple, dataclass, fields, replace
 from pathlib import Path
 
-from ..drafts.lines import WEIGHTS, Cursor, LineIndex, Weights, occurrences
+from ..drafts import LIMIT
+from ..drafts.draft import Draft
+from ..drafts.gate import FEATURES, GATE_MODEL, Gate
+from ..drafts.gate import features as gate_features
+from ..drafts.lines import WEIGHTS, Cursor, LineIndex, Occurrence, Weights, best_of, occurrences
 from .holes import holes
 
-# per hole: (right, text, features) of each candidate occurrence
-Cases = list[list[tuple[bool, str, tuple[float, ...]]]]
+
+@dataclass(frozen=True)
+class Case:
+    """One hole: its cursor, the missing line whole (stripped), and every candidate occurrence."""
+
+    cursor: Cursor
+    truth: str
+    found: list[Occurrence]
+
+    def ranked(self, weights: Weights) -> list[Draft]:
+        return best_of(self.cursor, self.found, LIMIT, weights)
+
+    def right(self, d: Draft) -> bool:
+        return self.cursor.typed + d.text + self.cursor.rest == self.truth
 
 
-def cases(folder: Path, n: int, seed: int) -> Cases:
+def cases(folder: Path, n: int, seed: int) -> list[Case]:
     files = {}
     for p in sorted(folder.rglob("*.py")):
         if "test" in p.relative_to(folder).as_posix():
@@ -40,7 +59,7 @@ def cases(folder: Path, n: int, seed: int) -> Cases:
             continue
     workspace = {p: LineIndex.build(str(p), "workspace", t) for p, t in files.items()}
     rng = random.Random(seed)
-    out: Cases = []
+    out: list[Case] = []
     for kind in ("statement", "line"):
         got = 0
         for _ in range(n * 20):
@@ -56,34 +75,32 @@ def cases(folder: Path, n: int, seed: int) -> Cases:
             cur = Cursor.at(hole.text, hole.offset)
             others = [index for q, index in workspace.items() if q != path]
             truth = (cur.typed + hole.middle).strip()
-            out.append(
-                [(o.text == truth, o.text, o.features) for o in occurrences(cur, [doc, *others])]
-            )
+            out.append(Case(cur, truth, occurrences(cur, [doc, *others])))
             got += 1
     return out
 
 
-def top1(data: Cases, weights: Weights) -> list[tuple[float, bool]]:
+def top1(data: Sequence[Case], weights: Weights) -> list[tuple[float, bool]]:
     """Each hole's best candidate: (its score, whether it is right); -inf where none."""
     w = astuple(weights)
     out = []
-    for found in data:
+    for case in data:
         best: dict[str, tuple[float, bool]] = {}
-        for ok, text, features in found:
-            value = sum(a * b for a, b in zip(features, w, strict=True))
-            if text not in best or value > best[text][0]:
-                best[text] = (value, ok)
+        for o in case.found:
+            value = sum(a * b for a, b in zip(o.features, w, strict=True))
+            if o.text not in best or value > best[o.text][0]:
+                best[o.text] = (value, o.text == case.truth)
         out.append(max(best.values()) if best else (float("-inf"), False))
     return out
 
 
-def objective(data: Cases, weights: Weights) -> float:
+def objective(data: Sequence[Case], weights: Weights) -> float:
     top = top1(data, weights)
     surest = sorted(top, reverse=True)[: max(1, len(top) * 15 // 100)]
     return sum(ok for _, ok in top) / len(top) + 0.5 * sum(ok for _, ok in surest) / len(surest)
 
 
-def fit(data: Cases, start: Weights, rounds: int = 3) -> Weights:
+def fit(data: Sequence[Case], start: Weights, rounds: int = 3) -> Weights:
     """Coordinate ascent: each weight but the bias moved by a few steps while that helps."""
     w, best = start, objective(data, start)
     for _ in range(rounds):
@@ -97,15 +114,52 @@ def fit(data: Cases, start: Weights, rounds: int = 3) -> Weights:
     return w
 
 
+def fit_gate(data: Sequence[Case], weights: Weights, l2: float = 10.0) -> Gate:
+    """The gate's logistic model, fitted (L-BFGS, an L2 penalty of `l2` on the weights) on the
+    holes with drafts: does the first draft say the missing line exactly?"""
+    import torch
+
+    rows, right = [], []
+    for case in data:
+        if ranked := case.ranked(weights):
+            rows.append([0.0 if x is None else x for x in gate_features(ranked, case.cursor.typed)])
+            right.append(float(case.right(ranked[0])))
+    x, y = torch.tensor(rows, dtype=torch.float64), torch.tensor(right, dtype=torch.float64)
+    mean, scale = x.mean(0), x.std(0).clamp_min(1e-3)
+    z = (x - mean) / scale
+    coef = torch.zeros(len(FEATURES), dtype=torch.float64, requires_grad=True)
+    bias = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([coef, bias], max_iter=500, line_search_fn="strong_wolfe")
+
+    def loss() -> torch.Tensor:
+        opt.zero_grad()
+        value = torch.nn.functional.binary_cross_entropy_with_logits(z @ coef + bias, y)
+        value = value + l2 * coef.square().sum() / len(y)
+        value.backward()
+        return value
+
+    opt.step(loss)
+    return Gate(
+        mean=tuple(round(v, 4) for v in mean.tolist()),
+        scale=tuple(round(v, 4) for v in scale.tolist()),
+        coef=tuple(round(v, 4) for v in coef.detach().tolist()),
+        bias=round(float(bias.detach()), 4),
+    )
+
+
 def curve(
-    data: Cases, weights: Weights, gates: Sequence[float]
+    data: Sequence[Case], weights: Weights, gate: Gate, thresholds: Sequence[float]
 ) -> list[tuple[float, float, float]]:
-    """(gate, share of holes shown, share of those exact) for each gate."""
-    top = top1(data, weights)
+    """(threshold, share of holes shown, share of those exact) for each confidence threshold."""
+    sure = []
+    for case in data:
+        ranked = case.ranked(weights)
+        if ranked:
+            sure.append((gate.confidence(ranked, case.cursor.typed), case.right(ranked[0])))
     out = []
-    for g in gates:
-        shown = [ok for value, ok in top if value >= g]
-        out.append((g, len(shown) / len(top), sum(shown) / len(shown) if shown else 0.0))
+    for t in thresholds:
+        shown = [ok for value, ok in sure if value >= t]
+        out.append((t, len(shown) / len(data), sum(shown) / len(shown) if shown else 0.0))
     return out
 
 
@@ -116,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--holes", type=int, default=150, help="holes of each kind per folder")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--fit", action="store_true", help="fit the weights first")
+    ap.add_argument("--fit-gate", action="store_true", help="fit the gate's model first")
     a = ap.parse_args(argv)
-    data: Cases = []
+    data: list[Case] = []
     for folder in a.folders:
         data += cases(folder, a.holes, a.seed)
     if not data:
@@ -126,12 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     weights = fit(data, WEIGHTS) if a.fit else WEIGHTS
     if a.fit:
         print(weights)
+    gate = fit_gate(data, weights) if a.fit_gate else GATE_MODEL
+    if a.fit_gate:
+        print(gate)
     top = top1(data, weights)
     right = 100 * sum(ok for _, ok in top) / len(top)
     print(f"{len(data)} holes: the best draft is right for {right:.1f} %")
     print("gate   shown   exact")
-    for g, shown, exact in curve(data, weights, [3.0, 4.0, 4.5, 5.0, 5.5, 6.0]):
-        print(f"{g:4.1f} {100 * shown:6.1f} % {100 * exact:5.1f} %")
+    for t, shown, exact in curve(data, weights, gate, [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]):
+        print(f"{t:4.2f} {100 * shown:6.1f} % {100 * exact:5.1f} %")
     return 0
 
 

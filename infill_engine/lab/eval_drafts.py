@@ -193,7 +193,7 @@ def humaneval(model: str, limit: int | None) -> dict[str, float]:
     the model's fill finished as the editor does, with the problem's own drafts ranked with it
     and without."""
     from .. import InfillParams, load, planner
-    from ..drafts import GATE, gather
+    from ..drafts import GATE, gather, typed_before
     from ..drafts.rank import choose, finished
     from ..finish import finish
     from .humaneval import DEFAULT_DATA, read_humaneval
@@ -211,7 +211,8 @@ def humaneval(model: str, limit: int | None) -> dict[str, float]:
         raw = engine.infill(prefix, suffix, params, plan=plan).text
         fill = finish(raw, prefix, suffix, "python") or ""
         found = finished(gather(text, len(prefix)), prefix, suffix, "python")
-        best = choose([fill] if fill else [], found, False, GATE, trust_model=model != "builtin")
+        typed = typed_before(prefix, len(prefix))
+        best = choose([fill] if fill else [], found, False, GATE, model != "builtin", typed=typed)
         for mode, text in (("off", fill), ("on", best[0].text if best else "")):
             program = f"{prefix}{text}{suffix}\n{row['test']}\ncheck({row['entry_point']})\n"
             passed[mode] += run_sandboxed(program, 10.0)

@@ -22,7 +22,7 @@ Request fields (a JSON object or a msgpack map):
 | extraTokens  | int: their own budget, apart from the two above | 512  |
 | params       | map: InfillParams fields (wire.py)    | {}            |
 | deadline_ms  | number: give up if not started by then| none          |
-| drafts       | list of {text, source, score, where}: the client's own | []      |
+| drafts       | list of drafts (draft.py: text, the rest optional): the client's own | [] |
 | draft        | bool: look for drafts at all          | true          |
 
 `extra` chunks go before the prefix, each under a line comment in the document's language
@@ -39,7 +39,7 @@ The reply: `items` (one per candidate: text, tokens, span, stop_reason, passes, 
 saw: `start`, `end`; with a selection, `text[start:offset]` and `text[end:context.end]`; and,
 when the call had chunks, `extra`: the paths of those kept, `extra_tokens` their tokens), so
 that a client can check the fills against the same context; and `drafts` (text, source, score,
-where), best first.
+where, features, votes), best first.
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ MAX_BUDGET = 32768
 MAX_EXTRA_CHUNKS = 64
 MAX_EXTRA_CHARS = 1_000_000  # all chunks together
 MAX_DRAFTS = 16
-MAX_DRAFT_CHARS = 1000
 TRIGGERS: dict[str, Priority] = {
     "automatic": "automatic",
     "invoked": "invoked",
@@ -99,27 +98,15 @@ def parse_chunks(raw: Any, field: str = "extra", name: str = "path") -> list[tup
 
 
 def parse_drafts(raw: Any) -> list[drafts.Draft]:
-    """A client's drafts: a list of {text, source, score, where}."""
+    """A client's drafts: a list of {text, source, score, where, features, votes}."""
     if raw is None:
         return []
     if not isinstance(raw, list) or len(raw) > MAX_DRAFTS:
         raise BadRequest(f"drafts must be a list of at most {MAX_DRAFTS} objects")
-    out = []
-    for item in raw:
-        if not isinstance(item, dict):
-            raise BadRequest("each draft must be an object with a text")
-        text, source = item.get("text"), item.get("source", "workspace")
-        score, where = item.get("score", 0.0), item.get("where", "")
-        if not isinstance(text, str) or not 0 < len(text) <= MAX_DRAFT_CHARS:
-            raise BadRequest(f"a draft's text is a string of 1 to {MAX_DRAFT_CHARS} characters")
-        if source not in drafts.SOURCES:
-            raise BadRequest(f"a draft's source is one of {list(drafts.SOURCES)}")
-        if isinstance(score, bool) or not isinstance(score, int | float) or score != score:
-            raise BadRequest("a draft's score is a number")
-        if not isinstance(where, str) or len(where) > 1024:
-            raise BadRequest("a draft's where is a string")
-        out.append(drafts.Draft(text, source, float(score), where))
-    return out
+    try:
+        return [drafts.Draft.from_wire(item) for item in raw]
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
 
 
 def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> Hole:
@@ -203,7 +190,7 @@ def with_drafts(
     if prepared is None or not prepared.drafts or not done:
         return done
     fills = [r.text for r, _ in done]
-    best = choose(fills, prepared.drafts, False, drafts.GATE, trust_model, below_gate=0)
+    best = choose(fills, prepared.drafts, False, drafts.GATE, trust_model, 0, prepared.typed)
     if not best or best[0].source == "model":
         return done
     first, ticket = done[0]
@@ -226,5 +213,5 @@ def native_result(prepared: Prepared, done: list[tuple[InfillResult, Ticket]]) -
             "evidence": plan.evidence,
         },
         "context": context,
-        "drafts": [dataclasses.asdict(d) for d in prepared.drafts],
+        "drafts": [d.wire() for d in prepared.drafts],
     }

@@ -22,7 +22,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -186,7 +186,7 @@ class RemoteEngineClient:
         self.ledger.record(results, (time.perf_counter() - t0) * 1000, kind=kind, **more)
         start = lo + int(ctx.get("start", hole.offset - lo))
         stop = lo + int(ctx.get("end", hole.after - lo))
-        found = tuple(_draft(d) for d in reply.get("drafts") or () if isinstance(d, dict))
+        found = tuple(_drafts(reply.get("drafts")))
         return Filled(results, kind, int(plan.get("span", 0)), start, stop, files, n, found)
 
     async def refine(self, hole: Hole, fraction: float) -> RefineResult:
@@ -305,7 +305,7 @@ def native_body(hole: Hole, lo: int = 0, hi: int | None = None) -> dict[str, Any
         body["extra"] = [{"path": p, "text": t} for p, t in hole.extra]
         body["extraTokens"] = hole.extra_tokens
     if hole.drafts:
-        body["drafts"] = [asdict(d) for d in hole.drafts]
+        body["drafts"] = [d.wire() for d in hole.drafts]
     if hole.deadline_ms is not None:
         body["deadline_ms"] = hole.deadline_ms
     return body
@@ -317,12 +317,6 @@ def wire_params(p: InfillParams) -> dict[str, Any]:
     if fields["span"] == "auto":
         del fields["span"]
     return fields
-
-
-def _draft(d: dict[str, Any]) -> Draft:
-    """A draft of the reply (a service from before drafts sends none)."""
-    return Draft(str(d.get("text", "")), str(d.get("source", "")), float(d.get("score", 0.0)),
-                 str(d.get("where", "")))  # fmt: skip
 
 
 def _result(r: dict[str, Any]) -> InfillResult:
@@ -338,3 +332,13 @@ def _result(r: dict[str, Any]) -> InfillResult:
         grown=int(r.get("grown", 0)),
         edits=int(r.get("edits", 0)),
     )
+
+
+def _drafts(raw: Any) -> Iterator[Draft]:
+    """The reply's drafts (a service from before drafts sends none); one the service sent
+    malformed is left out, not the reply."""
+    for item in raw if isinstance(raw, list) else ():
+        try:
+            yield Draft.from_wire(item)
+        except ValueError:
+            continue

@@ -3,7 +3,19 @@ and the choice between drafts and the model's fills with the gate."""
 
 from __future__ import annotations
 
-from infill_engine.drafts import GATE, Cursor, Draft, LineIndex, candidates, gather, merge
+import math
+from dataclasses import replace
+
+from infill_engine.drafts import (
+    GATE,
+    GATE_MODEL,
+    Cursor,
+    Draft,
+    LineIndex,
+    candidates,
+    gather,
+    merge,
+)
 from infill_engine.drafts.rank import choose
 
 # Two functions with the same shape; the hole is the second's middle line.
@@ -58,40 +70,62 @@ def test_other_files_chunks_are_drafted_from_with_their_source() -> None:
     assert "result = [dict(r) for r in rows]" not in [d.text for d in alone]
 
 
-def test_merge_keeps_each_text_once_at_its_best_score() -> None:
-    a = [Draft("x = 1", "document", 1.0), Draft("y = 2", "document", 0.5)]
-    b = [Draft("x = 1", "workspace", 2.0)]
+def test_merge_keeps_each_text_once_at_its_best_score_with_all_its_votes() -> None:
+    a = [Draft("x = 1", "document", 1.0, votes=2), Draft("y = 2", "document", 0.5)]
+    b = [Draft("x = 1", "workspace", 2.0, votes=3)]
     out = merge(a, b)
-    assert [(d.text, d.source, d.score) for d in out] == [
-        ("x = 1", "workspace", 2.0),
-        ("y = 2", "document", 0.5),
+    assert [(d.text, d.source, d.score, d.votes) for d in out] == [
+        ("x = 1", "workspace", 2.0, 5),
+        ("y = 2", "document", 0.5, 1),
     ]
-    assert merge(a, b, limit=1) == [Draft("x = 1", "workspace", 2.0)]
+    assert merge(a, b, limit=1) == [Draft("x = 1", "workspace", 2.0, votes=5)]
 
 
-def test_automatic_triggers_show_only_drafts_over_the_gate_unless_the_model_is_trusted() -> None:
-    sure, unsure = Draft("a()", "workspace", GATE + 1), Draft("b()", "document", GATE - 1)
-    picked = choose(["model()"], [sure, unsure], automatic=True, gate=GATE, trust_model=False)
+# A draft whose occurrence has the cursor's lines above and below, alone and found three times;
+# and one that only shares a few words, beside a close second.
+SURE = Draft("a()", "workspace", 7.0, "", (1, 1, 1, 0.6, 1, math.log(3), 1, 0, 0, 0, 1), 3)
+UNSURE = [Draft("b()", "document", 1.0, "", (0, 0, 0, 0.2, 1, 0, 0.5, 1, 0, 0, 1)),
+          Draft("c()", "document", 0.9)]  # fmt: skip
+
+
+def test_the_gate_trusts_a_lone_draft_with_the_same_neighbours_not_a_close_call() -> None:
+    assert GATE_MODEL.confidence([SURE], "") >= GATE > GATE_MODEL.confidence(UNSURE, "")
+    # a close second makes the best less sure; so does having fewer votes
+    assert GATE_MODEL.confidence([SURE, Draft("z()", "document", 6.9)], "") < (
+        GATE_MODEL.confidence([SURE], "")
+    )
+    assert GATE_MODEL.confidence([replace(SURE, votes=1)], "") < GATE_MODEL.confidence([SURE], "")
+    # a client's draft without its features is judged on the rest, the features counting as
+    # average; no drafts, no confidence
+    assert 0 < GATE_MODEL.confidence([replace(SURE, features=())], "") < 1
+    assert GATE_MODEL.confidence([], "") == 0.0
+
+
+def test_automatic_triggers_show_only_a_draft_the_gate_passes_unless_the_model_is_trusted() -> None:
+    picked = choose(["model()"], [SURE, *UNSURE], automatic=True, gate=GATE, trust_model=False)
     assert [(c.text, c.source) for c in picked] == [("a()", "workspace")]
-    assert choose(["model()"], [unsure], automatic=True, gate=GATE, trust_model=False) == []
-    trusted = choose(["model()"], [unsure], automatic=True, gate=GATE, trust_model=True)
+    assert choose(["model()"], UNSURE, automatic=True, gate=GATE, trust_model=False) == []
+    trusted = choose(["model()"], UNSURE, automatic=True, gate=GATE, trust_model=True)
     assert [c.text for c in trusted] == ["model()"]
+    # the user's gate: 0 shows the best draft whenever there is one, 1 never
+    assert [c.text for c in choose([], UNSURE, True, 0.0, False)] == ["b()"]
+    assert choose([], [SURE], True, 1.0, False) == []
 
 
 def test_a_draft_a_trusted_model_agrees_with_goes_first() -> None:
-    unsure = Draft("b()", "document", GATE - 1)
-    picked = choose(["b()"], [unsure], automatic=True, gate=GATE, trust_model=True)
-    assert [(c.text, c.source) for c in picked] == [("b()", "document")]
+    picked = choose(["c()"], UNSURE, automatic=True, gate=GATE, trust_model=True)
+    assert [(c.text, c.source) for c in picked] == [("c()", "document")]
     # an untrusted model's agreement lifts nothing over the gate
-    assert choose(["b()"], [unsure], automatic=True, gate=GATE, trust_model=False) == []
+    assert choose(["c()"], UNSURE, automatic=True, gate=GATE, trust_model=False) == []
 
 
 def test_invoked_requests_show_the_best_guess_in_order() -> None:
-    sure, unsure = Draft("a()", "workspace", GATE + 1), Draft("b()", "document", GATE - 1)
-    untrusted = choose(["m()"], [unsure, sure], automatic=False, gate=GATE, trust_model=False)
-    assert [c.text for c in untrusted] == ["a()", "b()", "m()"]
-    trusted = choose(["m()"], [unsure, sure], automatic=False, gate=GATE, trust_model=True)
-    assert [c.text for c in trusted] == ["a()", "m()", "b()"]
+    untrusted = choose(["m()"], [SURE, *UNSURE], automatic=False, gate=GATE, trust_model=False)
+    assert [c.text for c in untrusted] == ["a()", "b()", "c()", "m()"]
+    trusted = choose(["m()"], [SURE, *UNSURE], automatic=False, gate=GATE, trust_model=True)
+    assert [c.text for c in trusted] == ["a()", "m()", "b()", "c()"]
+    unsure = choose(["m()"], UNSURE, automatic=False, gate=GATE, trust_model=True, below_gate=1)
+    assert [c.text for c in unsure] == ["m()", "b()"]
 
 
 def test_the_words_before_the_cursor_are_looked_up_inside_other_lines() -> None:
@@ -148,7 +182,8 @@ def test_an_empty_body_is_drafted_whole_from_the_same_opener_elsewhere() -> None
     found = gather(BODIES, BODY_CURSOR)
     body = "if item.ready:\n            item.send()\n            log(item)"
     assert found[0].text == body and found[0].where == "line 3"
-    assert found[0].score >= GATE  # the opener above, the line below the body: both equal
+    # the opener above, the line below the body: both equal
+    assert GATE_MODEL.confidence(found, "") >= GATE
     # not where the body is there already, nor where something is typed on the line
     filled = BODIES.replace("        \n    return", "        pass\n    return")
     assert not any("\n" in d.text for d in gather(filled, filled.index("pass")))
@@ -157,7 +192,8 @@ def test_an_empty_body_is_drafted_whole_from_the_same_opener_elsewhere() -> None
 
 
 def test_a_body_draft_is_shown_when_asked_for_never_unasked() -> None:
-    body = Draft("if x:\n        y()", "workspace", GATE + 2)
+    body = replace(SURE, text="if x:\n        y()")
+    assert GATE_MODEL.confidence([body], "") >= GATE
     assert choose([], [body], automatic=True, gate=GATE, trust_model=False) == []
     asked = choose(["m()"], [body], automatic=False, gate=GATE, trust_model=False)
     assert [c.text for c in asked] == [body.text, "m()"]

@@ -1,5 +1,6 @@
 """lab/calibrate_drafts.py on a small package written here: holes are found and drafted, the fit
-never lowers its objective, and the gate's curve shows fewer holes as the gate rises."""
+never lowers its objective, the gate's fit gives confidences that rank right drafts over wrong
+ones, and the gate's curve shows fewer holes as the gate rises."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from infill_engine.drafts.gate import GATE_MODEL
 from infill_engine.drafts.lines import WEIGHTS
-from infill_engine.lab.calibrate_drafts import cases, curve, fit, main, objective
+from infill_engine.lab.calibrate_drafts import cases, curve, fit, fit_gate, main, objective
 
 BLOCK = (
     "def load_{0}(db, key):\n"
@@ -29,10 +31,19 @@ def test_fit_and_curve_on_a_small_package(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = cases(_package(tmp_path), 10, seed=1)
-    assert len(data) == 20 and any(any(ok for ok, _, _ in c) for c in data)
+    assert len(data) == 20 and any(any(o.text == c.truth for o in c.found) for c in data)
     fitted = fit(data, WEIGHTS, rounds=1)
     assert objective(data, fitted) >= objective(data, WEIGHTS)
-    shown = [s for _, s, _ in curve(data, WEIGHTS, [-100.0, 0.0, 100.0])]
+    shown = [s for _, s, _ in curve(data, WEIGHTS, GATE_MODEL, [0.0, 0.5, 1.01])]
     assert shown[0] >= shown[1] >= shown[2] == 0.0
-    assert main([str(tmp_path), "--holes", "5"]) == 0
-    assert "the best draft is right for" in capsys.readouterr().out
+    # the fitted gate is surer, on average, of the holes whose first draft is right
+    gate = fit_gate(data, WEIGHTS)
+    sure: dict[bool, list[float]] = {True: [], False: []}
+    for c in data:
+        if ranked := c.ranked(WEIGHTS):
+            sure[c.right(ranked[0])].append(gate.confidence(ranked, c.cursor.typed))
+    assert sure[True] and sure[False]
+    assert sum(sure[True]) / len(sure[True]) > sum(sure[False]) / len(sure[False])
+    assert main([str(tmp_path), "--holes", "5", "--fit-gate"]) == 0
+    out = capsys.readouterr().out
+    assert "the best draft is right for" in out and "Gate(mean=" in out

@@ -111,7 +111,7 @@ SETTING_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "candidates": st.integers(0, 9),
     "languages": st.lists(st.sampled_from(["python", "rust", "", "javascript"]), max_size=3),
     "drafts.enabled": st.one_of(st.booleans(), st.none(), st.just(1)),
-    "drafts.gate": st.one_of(st.none(), st.floats(-200, 200)),
+    "drafts.gate": st.one_of(st.none(), st.floats(-2, 2)),
     "drafts.trustModel": st.one_of(st.booleans(), st.none(), st.just("yes")),
     "drafts.workspace": st.one_of(st.booleans(), st.none()),
     "drafts.maxFileBytes": st.integers(0, 1 << 27),

@@ -76,11 +76,11 @@ async def test_a_line_from_another_file_is_offered_and_gated(
     assert sources["workspace"]["accepted"] == 1 and sources["workspace"]["items"] == 1
 
 
-async def test_a_lower_gate_shows_it_as_the_user_types(
+async def test_a_gate_of_zero_shows_it_as_the_user_types(
     client: LanguageClient, tmp_path: Path
 ) -> None:
     groups = _workspace(tmp_path)
-    settings = {**SETTINGS, "drafts": {"trustModel": None, "gate": 1.0}}
+    settings = {**SETTINGS, "drafts": {"trustModel": None, "gate": 0.0}}
     await start(client, settings=settings, folders=[tmp_path])
     await _indexed(client)
     open_doc(client, groups.as_uri(), HOLE)

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from infill_engine import Engine, load
-from infill_engine.drafts import GATE
+from infill_engine.drafts import GATE, GATE_MODEL, Draft
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Service, ServiceThread, parse_address
 
@@ -51,19 +51,22 @@ def test_the_native_reply_carries_the_drafts_beside_the_fills(client: httpx.Clie
     body = _native(client).json()
     assert body["items"]  # the model's fills, as before
     first = body["drafts"][0]
-    assert first["text"] == LINE and first["source"] == "document" and first["score"] >= GATE
+    assert first["text"] == LINE and first["source"] == "document" and first["votes"] == 2
+    assert GATE_MODEL.confidence([Draft.from_wire(d) for d in body["drafts"]], "") >= GATE
     assert _native(client, draft=False).json()["drafts"] == []
 
 
 def test_a_clients_drafts_are_merged_and_checked(client: httpx.Client) -> None:
     mine = {"text": "result = fetch_all(rows)", "source": "workspace", "score": 99.0}
     body = _native(client, drafts=[mine]).json()
-    assert body["drafts"][0] == {**mine, "where": ""}
+    assert body["drafts"][0] == {**mine, "where": "", "features": [], "votes": 1}
     for bad, why in (
         ("x", "drafts must be a list"),
         ([{"text": ""}], "a draft's text"),
         ([{"text": "y", "source": "elsewhere"}], "a draft's source"),
         ([{"text": "y", "score": "high"}], "a draft's score"),
+        ([{"text": "y", "features": [1, "a"]}], "a draft's features"),
+        ([{"text": "y", "votes": 0}], "a draft's votes"),
     ):
         r = _native(client, drafts=bad)
         assert r.status_code == 400 and why in r.json()["error"]["message"], r.text
