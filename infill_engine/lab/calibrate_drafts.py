@@ -7,11 +7,12 @@ your choice.
 Each folder is a package: single-line holes are cut from its Python files (lab/holes.py:
 `statement` and `line`, `--holes` of each per folder), each drafted from its own document and
 the folder's other files (drafts/lines.py, what the language server's index offers), and the
-features of every candidate kept. Without `--fit` it prints, for the current weights, the top-1
-accuracy and the gate's curve (holes shown and the share exact above each confidence). With
-`--fit` it first fits the weights by coordinate ascent on top-1 accuracy plus half the
-precision of the surest 15 %, and prints them; with `--fit-gate` it fits the gate's logistic
-model (drafts/gate.py) on the ranked drafts and prints it. The shipped weights and gate
+features of every candidate kept. It prints, for the current weights, the top-1 accuracy, and
+for the drafts as a language server serves them (the workspace's drafted apart from the
+document's, merged, finished) the gate's curve (holes shown and the share exact above each
+confidence). With `--fit` it first fits the weights by coordinate ascent on top-1 accuracy
+plus half the precision of the surest 15 %, and prints them; with `--fit-gate` it fits the
+gate's logistic model (drafts/gate.py) on the served drafts and prints it. The shipped weights and gate
 (drafts/lines.Weights, drafts/gate.GATE_MODEL) came from the standard library's asyncio,
 email, logging, importlib, concurrent, http and xml packages (docs/drafts.md); held-out
 figures come from eval_drafts.py on other code.
@@ -23,29 +24,43 @@ import argparse
 import random
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass, fields, replace
+from functools import cached_property
 from pathlib import Path
 
-from ..drafts import LIMIT
+from ..drafts import gather
 from ..drafts.draft import Draft
 from ..drafts.gate import FEATURES, GATE_MODEL, Gate
 from ..drafts.gate import features as gate_features
-from ..drafts.lines import WEIGHTS, Cursor, LineIndex, Occurrence, Weights, best_of, occurrences
-from .holes import holes
+from ..drafts.lines import WEIGHTS, Cursor, LineIndex, Occurrence, Weights, candidates, occurrences
+from ..drafts.rank import finished
+from ..finish.syntax import Around
+from .holes import Hole, holes
 
 
 @dataclass(frozen=True)
 class Case:
-    """One hole: its cursor, the missing line whole (stripped), and every candidate occurrence."""
+    """One hole: its cursor, the missing line whole (stripped), every candidate occurrence (for
+    fitting the weights), and the hole with the folder's other files (for the drafts as the
+    language server serves them, which the gate reads)."""
 
     cursor: Cursor
     truth: str
     found: list[Occurrence]
+    hole: Hole
+    others: list[LineIndex]
 
-    def ranked(self, weights: Weights) -> list[Draft]:
-        return best_of(self.cursor, self.found, LIMIT, weights)
+    @cached_property
+    def served(self) -> list[Draft]:
+        """The drafts as a language server serves them (the shipped weights): the workspace's
+        found apart and carried into the engine's own from the document (drafts.gather), then
+        finished (rank.finished) against the whole document."""
+        h = self.hole
+        workspace = candidates(self.cursor, self.others)
+        found = gather(h.text, h.offset, carried=workspace)
+        return finished(found, h.prefix, h.suffix, h.language_id, Around(h.prefix, h.suffix))
 
     def right(self, d: Draft) -> bool:
-        return self.cursor.typed + d.text + self.cursor.rest == self.truth
+        return d.text.strip() == self.hole.middle.strip()
 
 
 def cases(folder: Path, n: int, seed: int) -> list[Case]:
@@ -75,7 +90,7 @@ def cases(folder: Path, n: int, seed: int) -> list[Case]:
             cur = Cursor.at(hole.text, hole.offset)
             others = [index for q, index in workspace.items() if q != path]
             truth = (cur.typed + hole.middle).strip()
-            out.append(Case(cur, truth, occurrences(cur, [doc, *others])))
+            out.append(Case(cur, truth, occurrences(cur, [doc, *others]), hole, others))
             got += 1
     return out
 
@@ -114,14 +129,14 @@ def fit(data: Sequence[Case], start: Weights, rounds: int = 3) -> Weights:
     return w
 
 
-def fit_gate(data: Sequence[Case], weights: Weights, l2: float = 10.0) -> Gate:
+def fit_gate(data: Sequence[Case], l2: float = 10.0) -> Gate:
     """The gate's logistic model, fitted (L-BFGS, an L2 penalty of `l2` on the weights) on the
-    holes with drafts: does the first draft say the missing line exactly?"""
+    holes with drafts as they are served: does the first draft say the missing line exactly?"""
     import torch
 
     rows, right = [], []
     for case in data:
-        if ranked := case.ranked(weights):
+        if ranked := case.served:
             rows.append([0.0 if x is None else x for x in gate_features(ranked, case.cursor.typed)])
             right.append(float(case.right(ranked[0])))
     x, y = torch.tensor(rows, dtype=torch.float64), torch.tensor(right, dtype=torch.float64)
@@ -148,12 +163,13 @@ def fit_gate(data: Sequence[Case], weights: Weights, l2: float = 10.0) -> Gate:
 
 
 def curve(
-    data: Sequence[Case], weights: Weights, gate: Gate, thresholds: Sequence[float]
+    data: Sequence[Case], gate: Gate, thresholds: Sequence[float]
 ) -> list[tuple[float, float, float]]:
-    """(threshold, share of holes shown, share of those exact) for each confidence threshold."""
+    """(threshold, share of holes shown, share of those exact) for each confidence threshold,
+    the drafts as they are served."""
     sure = []
     for case in data:
-        ranked = case.ranked(weights)
+        ranked = case.served
         if ranked:
             sure.append((gate.confidence(ranked, case.cursor.typed), case.right(ranked[0])))
     out = []
@@ -181,14 +197,16 @@ def main(argv: list[str] | None = None) -> int:
     weights = fit(data, WEIGHTS) if a.fit else WEIGHTS
     if a.fit:
         print(weights)
-    gate = fit_gate(data, weights) if a.fit_gate else GATE_MODEL
+    gate = fit_gate(data) if a.fit_gate else GATE_MODEL
     if a.fit_gate:
         print(gate)
     top = top1(data, weights)
     right = 100 * sum(ok for _, ok in top) / len(top)
     print(f"{len(data)} holes: the best draft is right for {right:.1f} %")
+    served = 100 * sum(bool(c.served) and c.right(c.served[0]) for c in data) / len(data)
+    print(f"as served, the first draft is right for {served:.1f} %")
     print("gate   shown   exact")
-    for t, shown, exact in curve(data, weights, gate, [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]):
+    for t, shown, exact in curve(data, gate, [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]):
         print(f"{t:4.2f} {100 * shown:6.1f} % {100 * exact:5.1f} %")
     return 0
 
