@@ -12,10 +12,10 @@ for the drafts as a language server serves them (the workspace's drafted apart f
 document's, merged, finished) the gate's curve (holes shown and the share exact above each
 confidence). With `--fit` it first fits the weights by coordinate ascent on top-1 accuracy
 plus half the precision of the surest 15 %, and prints them; with `--fit-gate` it fits the
-gate's logistic model (drafts/gate.py) on the served drafts and prints it. The shipped weights and gate
-(drafts/lines.Weights, drafts/gate.GATE_MODEL) came from the standard library's asyncio,
-email, logging, importlib, concurrent, http and xml packages (docs/drafts.md); held-out
-figures come from eval_drafts.py on other code.
+gate's logistic model (drafts/gate.py) on the served drafts and prints it. The shipped
+weights and gate (drafts/lines.Weights, drafts/gate.GATE_MODEL) came from the standard
+library's asyncio, email, logging, importlib, concurrent, http and xml packages
+(docs/drafts.md); held-out figures come from eval_drafts.py on other code.
 """
 
 from __future__ import annotations
