@@ -20,6 +20,18 @@ from torch import Tensor
 from .params import InfillParams, threshold_or_default
 
 
+def end_rule(ids: Tensor, end_ids: Tensor, fill_id: int) -> int | None:
+    """The end rule, in place on `ids` [N]: everything after the first end token becomes
+    `fill_id` (the fill ends there, whatever the later positions held). Returns that token's
+    index, None when there is none."""
+    hits = torch.isin(ids, end_ids).nonzero()
+    if not hits.numel():
+        return None
+    first = int(hits[0, 0])
+    ids[first + 1 :] = fill_id
+    return first
+
+
 def propose(
     logits: Tensor, temperature: float, top_p: float, generator: torch.Generator | None
 ) -> tuple[Tensor, Tensor]:

@@ -324,11 +324,9 @@ class BlockRunner:
         row.cut = True
 
     def _apply_end_rule(self, row: Row) -> None:
-        span = row.canvas[row.span_start : row.span_end]
-        hits = torch.isin(span, self.end_ids).nonzero()
-        if hits.numel():
-            first = int(hits[0])
-            span[first + 1 :] = self.fill_id
+        span = row.canvas[row.span_start : row.span_end]  # a view: the rule fills it in place
+        first = decode.end_rule(span, self.end_ids, self.fill_id)
+        if first is not None:
             row.end_at = row.span_start + first
 
     def settle(self, row: Row) -> None:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .decode import end_rule
 from .params import threshold_or_default
 from .row import Row
 
@@ -152,9 +153,7 @@ def guesses(
     for idx in [s for s in sets if 0 < s.numel() < n][:width]:
         g = block.clone()
         g[idx] = tok[idx]
-        ends = torch.isin(g, end_ids).nonzero()
-        if ends.numel():
-            g[int(ends[0, 0]) + 1 :] = fill_id
+        end_rule(g, end_ids, fill_id)
         out.append(g)
     return out
 
