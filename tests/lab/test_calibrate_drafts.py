@@ -34,13 +34,13 @@ def test_fit_and_curve_on_a_small_package(
     assert len(data) == 20 and any(any(o.text == c.truth for o in c.found) for c in data)
     fitted = fit(data, WEIGHTS, rounds=1)
     assert objective(data, fitted) >= objective(data, WEIGHTS)
-    shown = [s for _, s, _ in curve(data, WEIGHTS, GATE_MODEL, [0.0, 0.5, 1.01])]
+    shown = [s for _, s, _ in curve(data, GATE_MODEL, [0.0, 0.5, 1.01])]
     assert shown[0] >= shown[1] >= shown[2] == 0.0
     # the fitted gate is surer, on average, of the holes whose first draft is right
-    gate = fit_gate(data, WEIGHTS)
+    gate = fit_gate(data)
     sure: dict[bool, list[float]] = {True: [], False: []}
     for c in data:
-        if ranked := c.ranked(WEIGHTS):
+        if ranked := c.served:
             sure[c.right(ranked[0])].append(gate.confidence(ranked, c.cursor.typed))
     assert sure[True] and sure[False]
     assert sum(sure[True]) / len(sure[True]) > sum(sure[False]) / len(sure[False])
