@@ -84,6 +84,7 @@ class LineIndex:
     before_text: dict[str, list[int]] = field(default_factory=dict)  # row below's text -> rows
     after_shape: dict[str, list[int]] = field(default_factory=dict)  # the same by shape()
     before_shape: dict[str, list[int]] = field(default_factory=dict)
+    imports: dict[str, frozenset[str]] = field(default_factory=dict)  # import line -> its names
     _sorted: list[str] | None = field(default=None, repr=False)  # by_text's keys, sorted
     _words: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)  # row -> words
 
@@ -116,6 +117,7 @@ class LineIndex:
                 pending.append(row)
             prev = s
         index.by_text, index.after_text = dict(by_text), dict(after)
+        index.imports = {s: names for s in by_text if (names := imported_names(s))}
         index.before_text = dict(before)
         index.after_shape, index.before_shape = dict(after_shape), dict(before_shape)
         return index
@@ -169,6 +171,24 @@ def shape(stripped: str) -> str:
     return _LITERAL.sub("_", stripped)
 
 
+_IMPORT = re.compile(r"(?:from\s+\.*[\w.]*\s+)?import\s+\(?([^()#]+?)\)?\s*$")
+
+
+def imported_names(stripped: str) -> frozenset[str]:
+    """The names a one-line import binds (`import a.b`: a; `import a as b`: b; `from m import
+    x, y as z`: x and z); none for any other line, or a star import."""
+    if not stripped.startswith(("import ", "from ")) or not (m := _IMPORT.match(stripped)):
+        return frozenset()
+    names = set()
+    for part in m.group(1).split(","):
+        words = part.split()
+        if not words or words[0] == "*":
+            continue
+        name = words[-1] if len(words) == 3 and words[1] == "as" else words[0]
+        names.add(name if stripped.startswith("from ") or "as" in words else name.split(".")[0])
+    return frozenset(n for n in names if n.isidentifier())
+
+
 def _draftable(stripped: str) -> bool:
     return len(stripped) >= 2 and len(stripped) <= MAX_LINE_CHARS and not stripped.startswith("#")
 
@@ -189,6 +209,8 @@ class Cursor:
     around: frozenset[str]
     known: frozenset[str]
     next_indent: int = -1  # the indentation of the line below (-1: none)
+    imported: frozenset[str] = frozenset()  # the names the document's imports bind
+    in_imports: bool = False  # the line above or below is an import: imports may stand here
 
     @classmethod
     def at(cls, text: str, offset: int) -> Cursor:
@@ -201,6 +223,11 @@ class Cursor:
         prev_lines = [s for s in reversed(before) if s.strip()]
         next_lines = [s for s in after if s.strip()]
         prev_raw = prev_lines[0] if prev_lines else ""
+        imported: set[str] = set()
+        for line in before + after:  # imports anywhere, a function's own too
+            if (s := line.strip()).startswith(("import ", "from ")):
+                imported |= imported_names(s)
+        near = (prev_raw.strip(), next_lines[0].strip() if next_lines else "")
         around = set()
         for line in prev_lines[:WINDOW] + next_lines[:WINDOW]:
             around.update(words(line))
@@ -215,7 +242,14 @@ class Cursor:
             around=frozenset(around),
             known=frozenset(_IDENT.findall(text[:start])) | frozenset(_IDENT.findall(text[end:])),
             next_indent=len(indent_of(next_lines[0])) if next_lines else -1,
+            imported=frozenset(imported),
+            in_imports=any(imported_names(s) for s in near),
         )
+
+    def binds(self, line: str) -> bool:
+        """Whether `line` is an import of names the document uses and does not import yet."""
+        names = imported_names(line)
+        return bool(names) and names <= self.known and not names & self.imported
 
     def takes(self, line: str) -> bool:
         """Whether `line` can stand at the cursor: it begins with what is typed and goes on, it
@@ -248,6 +282,13 @@ def _rows(index: LineIndex, cur: Cursor) -> Iterable[int]:
             if row not in seen:
                 seen.add(row)
                 yield row
+    if cur.in_imports and index.source != "document":  # imports of names the document lacks
+        for s in index.imports:
+            if cur.binds(s) and s.startswith(cur.typed):
+                for row in index.by_text[s][:4]:
+                    if row not in seen:
+                        seen.add(row)
+                        yield row
     if index.source == "document" and len(index.lines) <= MAX_DOCUMENT_ROWS:
         texts: Iterable[str] = index.by_text
     elif cur.typed:

@@ -205,3 +205,57 @@ def test_a_body_draft_is_finished_with_its_lines() -> None:
     found = gather(BODIES, BODY_CURSOR)[:1]
     done = finished(found, BODIES[:BODY_CURSOR], BODIES[BODY_CURSOR:], "python")
     assert [d.text for d in done] == [found[0].text]  # three lines, valid where it stands
+
+
+def test_imported_names_are_those_an_import_binds() -> None:
+    from infill_engine.drafts.lines import imported_names
+
+    assert imported_names("import a.b") == {"a"}
+    assert imported_names("import a.b as c, d") == {"c", "d"}
+    assert imported_names("from m import x, y as z") == {"x", "z"}
+    assert imported_names("from ..m import (x, y)") == {"x", "y"}
+    for other in ("from m import *", "from m import (", "x = 1", "important = 1"):
+        assert imported_names(other) == frozenset()
+
+
+# A module that uses `warnings` and `reduce` but imports neither; the cursor is in its imports.
+MODULE = (
+    "import os\n"
+    "\n"
+    "import sys\n"
+    "\n"
+    "\n"
+    "def run(xs):\n"
+    "    warnings.warn(os.sep + sys.platform)\n"
+    "    return reduce(max, xs)\n"
+)
+IMPORT_CURSOR = MODULE.index("\n\nimport sys") + 1
+ELSEWHERE = (
+    "import json\n"  # not used by the module
+    "import os\n"  # imported there already
+    "import warnings\n"
+    "from functools import reduce\n"
+    "from itertools import chain\n"
+    "\n"
+    "x = json.dumps(list(chain(os.sep, warnings.filters, [reduce])))\n"
+)
+
+
+def test_an_import_of_a_name_the_document_uses_and_lacks_is_drafted_from_elsewhere() -> None:
+    cur = Cursor.at(MODULE, IMPORT_CURSOR)
+    assert cur.in_imports and cur.imported == {"os", "sys"}
+    other = LineIndex.build("other.py", "workspace", ELSEWHERE)
+    texts = [d.text for d in candidates(cur, [other])]
+    # the two imports the module needs, and none of the others
+    assert set(texts) & {"import warnings", "from functools import reduce"} == {
+        "import warnings",
+        "from functools import reduce",
+    }
+    assert not set(texts) & {"import json", "import os", "from itertools import chain"}
+    # what is typed narrows them; away from the imports, none are drafted this way
+    typed = MODULE[:IMPORT_CURSOR] + "from " + MODULE[IMPORT_CURSOR:]
+    at = Cursor.at(typed, IMPORT_CURSOR + 5)
+    assert [d.text for d in candidates(at, [other])][:1] == ["functools import reduce"]
+    body = MODULE.index("    return") + 4
+    assert not Cursor.at(MODULE, body).in_imports
+    assert "import warnings" not in [d.text for d in candidates(Cursor.at(MODULE, body), [other])]
