@@ -93,5 +93,5 @@ GATE_MODEL = Gate(
 )
 # fmt: on
 # The confidence over which an automatic trigger shows a draft: on the calibration holes, a
-# draft is then shown at 16.7 % of holes and 60.3 % of those are exact (docs/drafts.md).
+# draft is then shown at 16.6 % of holes and 59.9 % of those are exact (docs/drafts.md).
 GATE = 0.3

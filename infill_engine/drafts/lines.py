@@ -174,6 +174,19 @@ def shape(stripped: str) -> str:
 _IMPORT = re.compile(r"(?:from\s+\.*[\w.]*\s+)?import\s+\(?([^()#]+?)\)?\s*$")
 
 
+# Strings and comments, whichever starts first (so a `#` in a string and a quote in a comment
+# are what they are).
+_NOT_CODE = re.compile(
+    r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*'
+)
+
+
+def code_names(text: str) -> frozenset[str]:
+    """The names `text` uses as code: its identifiers outside comments and strings (a
+    docstring's `>>> import toolz` uses nothing)."""
+    return frozenset(_IDENT.findall(_NOT_CODE.sub(" ", text)))
+
+
 def imported_names(stripped: str) -> frozenset[str]:
     """The names a one-line import binds (`import a.b`: a; `import a as b`: b; `from m import
     x, y as z`: x and z); none for any other line, or a star import."""
@@ -211,6 +224,8 @@ class Cursor:
     next_indent: int = -1  # the indentation of the line below (-1: none)
     imported: frozenset[str] = frozenset()  # the names the document's imports bind
     in_imports: bool = False  # the line above or below is an import: imports may stand here
+    # the names the document uses as code (code_names), but in its imports; only in_imports
+    used: frozenset[str] = frozenset()
 
     @classmethod
     def at(cls, text: str, offset: int) -> Cursor:
@@ -224,10 +239,16 @@ class Cursor:
         next_lines = [s for s in after if s.strip()]
         prev_raw = prev_lines[0] if prev_lines else ""
         imported: set[str] = set()
+        code = []  # the lines but the imports: what the names are used in
         for line in before + after:  # imports anywhere, a function's own too
-            if (s := line.strip()).startswith(("import ", "from ")):
-                imported |= imported_names(s)
+            if (s := line.strip()).startswith(("import ", "from ")) and (
+                names := imported_names(s)
+            ):
+                imported |= names
+            else:
+                code.append(line)
         near = (prev_raw.strip(), next_lines[0].strip() if next_lines else "")
+        in_imports = any(imported_names(s) for s in near)
         around = set()
         for line in prev_lines[:WINDOW] + next_lines[:WINDOW]:
             around.update(words(line))
@@ -243,13 +264,15 @@ class Cursor:
             known=frozenset(_IDENT.findall(text[:start])) | frozenset(_IDENT.findall(text[end:])),
             next_indent=len(indent_of(next_lines[0])) if next_lines else -1,
             imported=frozenset(imported),
-            in_imports=any(imported_names(s) for s in near),
+            in_imports=in_imports,
+            used=code_names("\n".join(code)) if in_imports else frozenset(),
         )
 
     def binds(self, line: str) -> bool:
-        """Whether `line` is an import of names the document uses and does not import yet."""
+        """Whether `line` is an import of names the document uses as code and does not import
+        yet."""
         names = imported_names(line)
-        return bool(names) and names <= self.known and not names & self.imported
+        return bool(names) and names <= self.used and not names & self.imported
 
     def takes(self, line: str) -> bool:
         """Whether `line` can stand at the cursor: it begins with what is typed and goes on, it

@@ -219,14 +219,17 @@ def test_imported_names_are_those_an_import_binds() -> None:
 
 
 # A module that uses `warnings` and `reduce` but imports neither; the cursor is in its imports.
+# It names json and chain too, but not as code: in its docstring, a comment, a string, an import.
 MODULE = (
+    '"""Runs. >>> json.dumps(run([1]))"""\n'
     "import os\n"
     "\n"
     "import sys\n"
+    "from chain import link\n"
     "\n"
     "\n"
-    "def run(xs):\n"
-    "    warnings.warn(os.sep + sys.platform)\n"
+    "def run(xs):  # json\n"
+    "    warnings.warn(os.sep + sys.platform + 'json')\n"
     "    return reduce(max, xs)\n"
 )
 IMPORT_CURSOR = MODULE.index("\n\nimport sys") + 1
@@ -243,7 +246,8 @@ ELSEWHERE = (
 
 def test_an_import_of_a_name_the_document_uses_and_lacks_is_drafted_from_elsewhere() -> None:
     cur = Cursor.at(MODULE, IMPORT_CURSOR)
-    assert cur.in_imports and cur.imported == {"os", "sys"}
+    assert cur.in_imports and cur.imported == {"os", "sys", "link"}
+    assert {"warnings", "reduce"} <= cur.used and not {"json", "chain"} & cur.used
     other = LineIndex.build("other.py", "workspace", ELSEWHERE)
     texts = [d.text for d in candidates(cur, [other])]
     # the two imports the module needs, and none of the others
