@@ -222,9 +222,10 @@ class Cursor:
     around: frozenset[str]
     known: frozenset[str]
     next_indent: int = -1  # the indentation of the line below (-1: none)
-    imported: frozenset[str] = frozenset()  # the names the document's imports bind
     in_imports: bool = False  # the line above or below is an import: imports may stand here
-    # the names the document uses as code (code_names), but in its imports; only in_imports
+    # Only in_imports (import drafts read them, nothing else): the names the document's imports
+    # bind, and those it uses as code (code_names) outside its imports.
+    imported: frozenset[str] = frozenset()
     used: frozenset[str] = frozenset()
 
     @classmethod
@@ -238,17 +239,17 @@ class Cursor:
         prev_lines = [s for s in reversed(before) if s.strip()]
         next_lines = [s for s in after if s.strip()]
         prev_raw = prev_lines[0] if prev_lines else ""
+        near = (prev_raw.strip(), next_lines[0].strip() if next_lines else "")
+        in_imports = any(imported_names(s) for s in near)
         imported: set[str] = set()
         code = []  # the lines but the imports: what the names are used in
-        for line in before + after:  # imports anywhere, a function's own too
+        for line in before + after if in_imports else ():  # only import drafts read them
             if (s := line.strip()).startswith(("import ", "from ")) and (
                 names := imported_names(s)
             ):
-                imported |= names
+                imported |= names  # imports anywhere, a function's own too
             else:
                 code.append(line)
-        near = (prev_raw.strip(), next_lines[0].strip() if next_lines else "")
-        in_imports = any(imported_names(s) for s in near)
         around = set()
         for line in prev_lines[:WINDOW] + next_lines[:WINDOW]:
             around.update(words(line))
@@ -256,16 +257,16 @@ class Cursor:
             indent=indent,
             typed=head[len(indent) :],
             rest=rest.strip(),
-            prev=prev_raw.strip(),
+            prev=near[0],
             prev2=prev_lines[1].strip() if len(prev_lines) > 1 else "",
-            next=next_lines[0].strip() if next_lines else "",
+            next=near[1],
             step=len(indent) - len(indent_of(prev_raw)),
             around=frozenset(around),
             known=frozenset(_IDENT.findall(text[:start])) | frozenset(_IDENT.findall(text[end:])),
             next_indent=len(indent_of(next_lines[0])) if next_lines else -1,
-            imported=frozenset(imported),
             in_imports=in_imports,
-            used=code_names("\n".join(code)) if in_imports else frozenset(),
+            imported=frozenset(imported),
+            used=code_names("\n".join(code)),
         )
 
     def binds(self, line: str) -> bool:
