@@ -27,11 +27,11 @@ from dataclasses import astuple, dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 
-from ..drafts import gather
+from ..drafts import candidates, gather
 from ..drafts.draft import Draft
 from ..drafts.gate import FEATURES, GATE_MODEL, Gate
 from ..drafts.gate import features as gate_features
-from ..drafts.lines import WEIGHTS, Cursor, LineIndex, Occurrence, Weights, candidates, occurrences
+from ..drafts.lines import WEIGHTS, Cursor, LineIndex, Occurrence, Weights, occurrences
 from ..drafts.rank import finished
 from ..finish.syntax import Around
 from .holes import Hole, holes
@@ -52,8 +52,9 @@ class Case:
     @cached_property
     def served(self) -> list[Draft]:
         """The drafts as a language server serves them (the shipped weights): the workspace's
-        found apart and carried into the engine's own from the document (drafts.gather), then
-        finished (rank.finished) against the whole document."""
+        found apart, as its index finds them (drafts.candidates: lines and bodies), and carried
+        into the engine's own from the document (drafts.gather), then finished (rank.finished)
+        against the whole document."""
         h = self.hole
         workspace = candidates(self.cursor, self.others)
         found = gather(h.text, h.offset, carried=workspace)
