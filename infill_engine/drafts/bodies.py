@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from .draft import Draft
 from .lines import _IDENT, WEIGHTS, Cursor, LineIndex, Weights, _jaccard, indent_of, score
 
 MAX_BODY_LINES = 12  # non-blank lines of a body drafted whole
 MAX_OPENERS = 64  # occurrences of the opener line looked at, per index
+# where recurrence stands among the features (lines.Weights' order)
+RECUR = [f.name for f in fields(Weights)].index("recur")
 
 
 def empty_body(cur: Cursor) -> bool:
@@ -113,6 +115,6 @@ def bodies(
     for text, (value, draft) in found.items():
         recur = math.log(counts[text])
         value += weights.recur * recur
-        with_recur = (*draft.features[:5], recur, *draft.features[6:])
+        with_recur = (*draft.features[:RECUR], recur, *draft.features[RECUR + 1 :])
         out.append(replace(draft, score=value, features=with_recur, votes=counts[text]))
     return sorted(out, key=lambda d: -d.score)[:limit]
