@@ -225,21 +225,21 @@ def model_args(model: str, qwen2_as_diffusion: bool = False) -> tuple[str, Model
     """(family name, ModelArgs) of "builtin", a directory, a Hub name (its config.json alone is
     fetched) or `shape:NAME` (models/shapes.py: a released checkpoint's shape)."""
     from . import hub
-    from .loader import ModelLoadError, pick_family, read_config, resolve_model_dir
+    from .loader import ModelLoadError, locate, pick_family, read_config
 
     if model.startswith("shape:"):
         from .models.shapes import shape_args
 
         family, args, _ = shape_args(model[len("shape:") :])
         return family.name, args
-    name = hub.parse_name(model)
-    if model == "builtin" or os.path.isdir(os.path.expanduser(model)) or name is None:
-        config = read_config(resolve_model_dir(model))
-    else:
+    where = locate(model)  # the loader's rule: a Hub name beside a folder is the Hub's
+    if isinstance(where, hub.HubName):
         try:
-            config = hub.fetch_config(name)
+            config = hub.fetch_config(where)
         except hub.HubError as e:
             raise ModelLoadError(str(e)) from None
+    else:
+        config = read_config(where)
     family = pick_family(config, qwen2_as_diffusion)
     try:
         return family.name, family.parse_args(config)

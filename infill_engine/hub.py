@@ -3,6 +3,9 @@
 This module owns the Hub: which files of a repository the loader reads, what is refused before
 anything is downloaded, where the cache is, what offline means, and how progress is reported.
 
+- A name is checked before anything touches the network or the disk (`parse_name`): at most
+  MAX_MODEL characters, and a revision that is a branch, tag or commit name by git's rules (no
+  leading `/`, no `..`, ...): the library writes `refs/REVISION` under the cache.
 - Only what the loader reads is downloaded: config.json, generation_config.json, the safetensors
   weights (model.safetensors, or model.safetensors.index.json and exactly the shards its
   weight_map names) and the tokenizer files. No `*.py` file is ever fetched, so no repository
@@ -58,11 +61,15 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 CODE_SUFFIXES = (".py",)
 
-# ORG/NAME as the Hub spells repository ids, and an optional @REVISION (branch, tag or commit).
-_NAME = re.compile(
-    r"(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95})"
-    r"(?:@(?P<revision>[A-Za-z0-9._/-]{1,200}))?"
-)
+# ORG/NAME as the Hub spells repository ids; an @REVISION after it is checked by revision_problem.
+_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+# A model name or path longer than this is refused (a path past it is no model directory anyone
+# types); messages quote a name cut to QUOTED characters.
+MAX_MODEL = 1024
+MAX_REVISION = 255
+QUOTED = 80
+# What git's check-ref-format refuses in a branch or tag name, besides control characters.
+_REF_FORBIDDEN = frozenset(" ~^:?*[\\")
 
 Progress = Callable[[str], None]  # one line, e.g. "org/name: 1.2 of 4.5 GB (27%)"
 
@@ -86,11 +93,61 @@ class HubName:
 
 
 def parse_name(text: str) -> HubName | None:
-    """`ORG/NAME[@REVISION]`, or None when `text` is not of that form."""
-    m = _NAME.fullmatch(text)
-    if m is None or ".." in text:
+    """`ORG/NAME[@REVISION]`, or None when `text` is not of that form (a path, "builtin").
+
+    Refused with a HubError, before anything touches the network or the disk: a text longer
+    than MAX_MODEL, and a revision that is not a branch, tag or commit name (revision_problem):
+    huggingface_hub writes the commit of a revision to `refs/REVISION` in the cache, so a
+    revision such as `/abs/path` or `../x` would write outside it."""
+    if len(text) > MAX_MODEL:
+        raise HubError(
+            f"model {quoted(text)}: {len(text)} characters, more than the {MAX_MODEL} a model "
+            "name or path may have"
+        )
+    repo, at, revision = text.partition("@")
+    if _REPO.fullmatch(repo) is None or ".." in repo:
         return None
-    return HubName(m["repo"], m["revision"])
+    if not at:
+        return HubName(repo, None)
+    why = revision_problem(revision)
+    if why is not None:
+        raise HubError(
+            f"model {quoted(text)}: the revision {quoted(revision)} is not a branch, tag or "
+            f"commit name ({why})"
+        )
+    return HubName(repo, revision)
+
+
+def revision_problem(revision: str) -> str | None:
+    """Why `revision` is no branch, tag or commit name, or None: git's check-ref-format rules,
+    which also keep `refs/REVISION` a path inside the cache's `refs` folder."""
+    if not revision:
+        return "it is empty; write ORG/NAME alone for the default branch"
+    if len(revision) > MAX_REVISION:
+        return f"{len(revision)} characters, more than {MAX_REVISION}"
+    bad = sorted({c for c in revision if c in _REF_FORBIDDEN or not c.isprintable()})
+    if bad:
+        return "it holds " + ", ".join(repr(c) for c in bad[:5])
+    parts = revision.split("/")
+    checks = [
+        (revision.startswith("/"), "it starts with '/'"),
+        (revision.endswith("/"), "it ends with '/'"),
+        ("//" in revision, "it holds '//'"),
+        (".." in revision, "it holds '..'"),
+        ("@{" in revision or revision == "@", "it holds '@{' or is '@'"),
+        (any(p.startswith(".") for p in parts), "a part of it starts with '.'"),
+        (any(p.endswith(".lock") for p in parts), "a part of it ends with '.lock'"),
+        (revision.endswith("."), "it ends with '.'"),
+    ]
+    return next((why for failed, why in checks if failed), None)
+
+
+def quoted(text: str) -> str:
+    """`text` as a message quotes it: its repr, cut to QUOTED characters with its length said,
+    so that a name of any size stays one short line."""
+    if len(text) <= QUOTED:
+        return repr(text)
+    return f"{text[:QUOTED]!r}... ({len(text)} characters)"
 
 
 def cache_dir() -> Path:

@@ -4,7 +4,8 @@ Nothing from the directory is ever executed: config.json is read as data (its `a
 ignored), weights come only from safetensors files, and the tokenizer is loaded with
 `trust_remote_code=False` (falling back to the plain tokenizer.json when the directory names a
 custom tokenizer class). `ORG/NAME[@REVISION]` resolves through hub.py, which downloads only
-those files into the Hugging Face cache and refuses pickle-only and code-only repositories.
+those files into the Hugging Face cache and refuses pickle-only and code-only repositories; a
+name of that form is the Hub's even beside a folder of the same name (`locate`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -54,26 +56,68 @@ def resolve_model_dir(
     qwen2_as_diffusion: bool = False,
 ) -> Path:
     """`"builtin"`, a directory, or `ORG/NAME[@REVISION]` from the Hub (hub.py: into the HF
-    cache, only the files read here; `progress` hears the download's byte counts)."""
-    if str(model) == "builtin":
-        path = BUILTIN_DIR
-        if not (path / "config.json").is_file():
-            raise ModelLoadError(f"the builtin model is missing from {path}")
-        return path
-    path = Path(model).expanduser()
-    if path.is_dir():
-        return path
-    if path.exists():
-        raise ModelLoadError(f"model path {path} is a file; expected a model directory")
-    name = hub.parse_name(str(model))
-    if name is None:
-        raise ModelLoadError(
-            f"model {str(model)!r}: no such directory, and not a Hub name (ORG/NAME[@REVISION])"
-        )
+    cache, only the files read here; `progress` hears the download's byte counts, and the
+    note of `locate` when a folder of the same name is here)."""
+    where = locate(model, progress)
+    if isinstance(where, Path):
+        return where
     try:
-        return hub.fetch(name, progress, check=lambda c: pick_family(c, qwen2_as_diffusion))
+        return hub.fetch(where, progress, check=lambda c: pick_family(c, qwen2_as_diffusion))
     except hub.HubError as e:
         raise ModelLoadError(str(e)) from None
+
+
+def locate(
+    model: str | os.PathLike[str], tell: Callable[[str], None] | None = None
+) -> Path | hub.HubName:
+    """Which model `model` names, before anything is read or downloaded: the builtin
+    directory, a model directory, or a Hub name.
+
+    A text of the Hub's form (`ORG/NAME[@REVISION]`) is the Hub's model even where a folder of
+    that name is in the working directory (a workspace the editor opened, a cloned repository):
+    a folder must not stand in for the model asked for unseen. One line, logged and sent to
+    `tell`, says so; `./ORG/NAME` or an absolute path names the folder. A name too long, a
+    revision that is no branch, tag or commit name, and a path the system refuses (too long,
+    ...) are one-line ModelLoadErrors."""
+    text = str(model)
+    if text == "builtin":
+        if not (BUILTIN_DIR / "config.json").is_file():
+            raise ModelLoadError(f"the builtin model is missing from {BUILTIN_DIR}")
+        return BUILTIN_DIR
+    try:
+        name = hub.parse_name(text)
+    except hub.HubError as e:
+        raise ModelLoadError(str(e)) from None
+    if name is not None:
+        if _is_dir(Path(text)):
+            note = (
+                f"model {text!r}: loading the Hub model; the folder ./{text} here is not used "
+                f"(write ./{text} to load the folder)"
+            )
+            log.warning("%s", note)
+            if tell is not None:
+                tell(note)
+        return name
+    path = Path(text).expanduser()
+    try:
+        if path.is_dir():
+            return path
+        is_file = path.exists()
+    except OSError as e:  # a name the system refuses: too long, ...
+        why = e.strerror or type(e).__name__
+        raise ModelLoadError(f"model {hub.quoted(text)}: not a usable path ({why})") from None
+    if is_file:
+        raise ModelLoadError(f"model path {path} is a file; expected a model directory")
+    raise ModelLoadError(
+        f"model {hub.quoted(text)}: no such directory, and not a Hub name (ORG/NAME[@REVISION])"
+    )
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def read_config(path: Path) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from conftest import ROOT, VOCAB, make_dream
 from hub_standin import HubStandIn, read_dir
 
 from infill_engine import ModelLoadError, load
+from infill_engine import hub as hub_module
 from infill_engine.loader import resolve_model_dir
 
 SHARDS = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
@@ -159,6 +160,73 @@ def test_unknown_names_and_revisions(hub: HubStandIn) -> None:
         resolve_model_dir("org/tiny@v9")
     with pytest.raises(ModelLoadError, match=r"no such directory, and not a Hub name"):
         resolve_model_dir("not a name/with spaces")
+
+
+@pytest.mark.parametrize(
+    ("revision", "why"),
+    [("/ABS", "it starts with '/'"), ("../../../escaped", "it holds '..'"),
+     ("v1..v2", "it holds '..'"), ("main/", "it ends with '/'"), ("a//b", "it holds '//'"),
+     ("x.lock", "a part of it ends with '.lock'"), ("a@{1}", "it holds '@{' or is '@'"),
+     ("v1:x", "it holds ':'"), ("tab\tx", "it holds '\\t'")],
+)  # fmt: skip
+def test_a_revision_that_is_no_ref_is_refused_before_the_hub_or_the_disk(
+    hub: HubStandIn, tmp_path: Path, revision: str, why: str
+) -> None:
+    """huggingface_hub writes a revision's commit to refs/REVISION in the cache: a Hub that
+    answers for `org/tiny@/some/path` once had it write to /some/path."""
+    target = tmp_path / "written"
+    revision = revision.replace("/ABS", str(target))
+    with pytest.raises(ModelLoadError) as e:
+        resolve_model_dir(f"org/tiny@{revision}")
+    message = str(e.value)
+    name = f"org/tiny@{revision}"
+    assert message == (
+        f"model {name!r}: the revision {revision!r} is not a branch, tag or commit name ({why})"
+    )
+    assert hub.requests == []  # nothing asked of the Hub
+    assert not target.exists() and not (Path(os.environ["HF_HOME"])).exists()
+
+
+def test_branches_tags_and_commits_are_still_revisions(hub: HubStandIn) -> None:
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    for revision in ("main", "v1.0", "release/2025-01", "refs/pr/1", sha, "dev_x-1"):
+        assert hub_module.parse_name(f"org/tiny@{revision}") == hub_module.HubName(
+            "org/tiny", revision
+        )
+    main = hub.repo("org/tiny").resolve("main")
+    assert main is not None
+    hub.repo("org/tiny").refs["dev.1"] = main
+    assert resolve_model_dir("org/tiny@dev.1").name == main  # a branch, through the Hub
+    assert resolve_model_dir(f"org/tiny@{main}").name == main  # a 40-hex commit
+
+
+def test_a_folder_named_like_a_hub_model_does_not_stand_in_for_it(
+    hub: HubStandIn,
+    dream_files: dict[str, bytes],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A workspace (the language server's working directory) that holds `org/tiny/` does not
+    replace the Hub's org/tiny; `./org/tiny` names the folder."""
+    work = tmp_path / "work"
+    folder = work / "org" / "tiny"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_bytes(_config(dream_files, rope_theta=5000.0))
+    monkeypatch.chdir(work)
+    told: list[str] = []
+    with caplog.at_level("WARNING", logger="infill_engine.loader"):
+        path = resolve_model_dir("org/tiny", progress=told.append)
+    assert path.is_relative_to(Path(os.environ["HF_HOME"]))
+    assert json.loads((path / "config.json").read_text())["rope_theta"] == 10000.0  # the Hub's
+    note = (
+        "model 'org/tiny': loading the Hub model; the folder ./org/tiny here is not used "
+        "(write ./org/tiny to load the folder)"
+    )
+    assert [r.getMessage() for r in caplog.records] == [note]
+    assert told[0] == note
+    assert resolve_model_dir("./org/tiny") == Path("org/tiny")  # written as a path: the folder
+    assert resolve_model_dir(str(folder)) == folder
 
 
 def test_a_gated_model_says_what_to_do(hub: HubStandIn) -> None:
