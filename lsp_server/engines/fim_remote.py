@@ -18,26 +18,32 @@ there is no tokenizer of the remote model here); the plan's stop rule cuts the s
 where the construct ends (and stops reading there); the cursor rules, the syntax-checked
 finish, de-duplication and the gate run on the result in completion.py and finish.py.
 
+The answer is hostile input (untrusted.py): at most MAX_ANSWER_BYTES of it is read, its text at
+most MAX_TEXT_CHARS, all within one deadline (DEADLINE_S, not a wait per read), and what of it is
+logged or shown is `shown` (no control characters, at most 200 characters).
+
 Failures, as a user expects them:
-- no answer (connection refused, `TIMEOUT_S` without a byte): `NotReady` now; at start-up the
-  client retries with backoff until the API is up;
+- no answer (connection refused): `NotReady` now; at start-up the client retries with backoff
+  until the API is up;
+- no whole answer within DEADLINE_S: `NotReady`, and a pause as for a 5xx;
 - 401 / 403: the key is refused; one message, no completions until the settings change;
-- 429: no request until its `Retry-After` (seconds or an HTTP date; else backoff) has passed;
+- 429: no request until its `Retry-After` (seconds or an HTTP date, at most 60 s; else the
+  backoff) has passed;
 - 5xx: no request for a backoff that doubles (1 s up to 60 s), cleared by the next success;
-- another 4xx: an error with the API's own message (a wrong model name, say).
+- another 4xx, an answer too large or not JSON: an error with the API's own message (a wrong
+  model name, say), or ours.
 A message goes to the user once per episode, and once more when completions resume.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import json
 import logging
 import os
 import re
 import time
 from collections.abc import Callable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,12 +57,21 @@ from ..options import FIM_PREFIX, EngineOptions
 from .engine_client import Filled, Hole, NotReady, Port, Superseded
 from .remote import RemoteError
 from .remote_engine import CANCEL_POLL_S
+from .untrusted import (
+    Backoff,
+    BadAnswer,
+    check_text,
+    parse_json,
+    read_body,
+    read_lines,
+    shown,
+)
 from .window import window
 
 log = logging.getLogger("dllm-infill-ls.backend")  # a part of the backend, as remote_engine is
 
 ROUTES = ("/fim/completions", "/completions")  # Inception's FIM route, then OpenAI's
-TIMEOUT_S = 10.0  # the longest wait for the API's next byte: a FIM call takes well under 1 s
+DEADLINE_S = 10.0  # a whole request, connecting to the last byte: a FIM call takes under 1 s
 CONNECT_TIMEOUT_S = 5.0
 BACKOFF_S = (1.0, 60.0)  # after a 5xx or a 429 without Retry-After: first and longest pause
 CONTEXT_TOKENS = 32768  # the positions the planner budgets against (Mercury's context window)
@@ -109,21 +124,6 @@ def cut_context(
     return start, stop
 
 
-def retry_after_s(value: str | None, now: float | None = None) -> float | None:
-    """A `Retry-After` header in seconds: delta-seconds or an HTTP date; None if unreadable."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, when - (time.time() if now is None else now))
-
-
 class FimEngineClient:
     """One `openai+` engineAddress: `connect` once (retrying with backoff while the API does not
     answer), then one streamed completion per hole."""
@@ -138,8 +138,8 @@ class FimEngineClient:
         self.model = options.api_model
         self.backoff_s = backoff_s  # reconnecting at start-up: first and longest delay
         self.key = api_key(options)
-        self.paused_until = 0.0  # time.monotonic(): no request before (429, 5xx)
-        self.failures = 0  # 5xx answers in a row
+        self.paused_until = 0.0  # time.monotonic(): no request before (429, 5xx, deadline)
+        self.pauses = Backoff(*BACKOFF_S)  # its failures: 5xx answers and deadlines in a row
         self.troubled = False  # the user was told of the current trouble
         self.closed = False
         self.http: httpx.AsyncClient | None = None
@@ -147,10 +147,12 @@ class FimEngineClient:
 
     def _client(self) -> httpx.AsyncClient:
         if self.http is None:
-            headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
+            headers = {"Accept-Encoding": "identity"}  # a compressed body's size is not its own
+            if self.key:
+                headers["Authorization"] = f"Bearer {self.key}"
             self.http = httpx.AsyncClient(
                 headers=headers,
-                timeout=httpx.Timeout(TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+                timeout=httpx.Timeout(DEADLINE_S, connect=CONNECT_TIMEOUT_S),  # _until_done's
                 trust_env=False,  # a corporate HTTP_PROXY would swallow a loopback server
             )
         return self.http
@@ -166,34 +168,43 @@ class FimEngineClient:
         """`GET {base}/models`: True when ready, False when refused for good, None to retry."""
         port, base = self.port, self.address.base
         try:
-            reply = await self._client().get(f"{base}/models", timeout=CONNECT_TIMEOUT_S)
-        except httpx.HTTPError as e:
+            status, listed = await asyncio.wait_for(self._models(), DEADLINE_S)
+        except (httpx.HTTPError, asyncio.TimeoutError) as e:
             port.failed(f"completion API {base} is unreachable ({_why(e)}); retrying meanwhile")
             return None
-        if reply.status_code in (401, 403):
-            port.failed(self._refused(reply.status_code))
+        if status in (401, 403):
+            port.failed(self._refused(status))
             return False
-        if reply.status_code == 429 or reply.status_code >= 500:
-            port.failed(f"completion API {base} answered HTTP {reply.status_code}; retrying")
+        if status == 429 or status >= 500:
+            port.failed(f"completion API {base} answered HTTP {status}; retrying")
             return None
-        if self.model is None and reply.status_code == 200:
-            self.model = _first_model(reply)
+        if self.model is None:
+            self.model = listed
         if self.model is None:
             port.failed(
-                f"completion API {base} lists no model (GET /models: HTTP {reply.status_code}); "
+                f"completion API {base} lists no model (GET /models: HTTP {status}); "
                 "set engineModel to the model to ask for"
             )
             return False
         port.ready(f"completion API {base} ready: model {self.model}")
         return True
 
+    async def _models(self) -> tuple[int, str | None]:
+        """GET /models: its status, and the first model it lists (bounded, as every answer)."""
+        async with self._client().stream("GET", f"{self.address.base}/models") as reply:
+            if reply.status_code != 200:
+                return reply.status_code, None
+            try:
+                return 200, _first_model(await parse_json(await read_body(reply)))
+            except BadAnswer:
+                return 200, None
+
     async def _retry_loop(self) -> None:
-        delay, longest = self.backoff_s
+        backoff = Backoff(*self.backoff_s)
         while not self.closed:
-            await asyncio.sleep(delay)
+            await asyncio.sleep(backoff.next())
             if self.closed or await self._hello() is not None:
                 return
-            delay = min(delay * 2, longest)
 
     def _refused(self, status: int) -> str:
         hint = "check" if self.key else "no key is set: set"
@@ -276,14 +287,25 @@ class FimEngineClient:
     async def _until_done(
         self, body: dict[str, Any], stop: StopRule, hole: Hole
     ) -> tuple[str, str | None]:
-        """The request, while watching the hole's cancel flag (a newer request took over)."""
-        task = asyncio.get_running_loop().create_task(self._post(body, stop))
+        """The request, while watching the hole's cancel flag (a newer request took over) and
+        its deadline: DEADLINE_S for the whole of it, however the bytes trickle in."""
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self._post(body, stop))
+        task.add_done_callback(_retrieved)
+        deadline = loop.time() + DEADLINE_S
         try:
             while not task.done():
-                await asyncio.wait({task}, timeout=CANCEL_POLL_S)
-                if hole.cancel.is_set() and not task.done():
+                await asyncio.wait(
+                    {task}, timeout=max(0.0, min(CANCEL_POLL_S, deadline - loop.time()))
+                )
+                if task.done():
+                    break
+                if hole.cancel.is_set():
                     task.cancel()
                     raise Superseded
+                if loop.time() >= deadline:
+                    task.cancel()
+                    raise self._late()
         except asyncio.CancelledError:
             task.cancel()
             raise
@@ -299,38 +321,40 @@ class FimEngineClient:
                     log.info("%s answered 404: using %s", url, ROUTES[1])
                     return await self._post(body, stop)
                 if response.status_code != 200:
-                    await response.aread()
-                    raise self._failed(response)
+                    raise await self._failed(response)
                 if self.route is None:
                     self.route = route
                 answer = await _read(response, stop)
         except httpx.TimeoutException:
-            raise self._trouble(f"no answer from {url} within {TIMEOUT_S:g} s", pause=0.0) from None
+            raise self._late() from None
         except httpx.HTTPError as e:
             raise self._trouble(f"{url} is unreachable ({_why(e)})", pause=0.0) from None
+        except BadAnswer as e:
+            raise RemoteError(f"{url}: {e}", e.code) from None
         self._recovered()
         return answer
 
     # -- how a failed call is taken ---------------------------------------------------------------
-    def _failed(self, response: httpx.Response) -> Exception:
+    async def _failed(self, response: httpx.Response) -> Exception:
         status, url = response.status_code, str(response.request.url)
         if status in (401, 403):
             refused = self._refused(status)
             self.port.failed(refused, tell=True)
             return NotReady(refused)
         if status == 429:
-            wait = retry_after_s(response.headers.get("retry-after"))
-            return self._trouble(f"{url} is rate limiting (HTTP 429)", pause=wait)
+            pause = self.pauses.after(response.headers.get("retry-after"))
+            return self._trouble(f"{url} is rate limiting (HTTP 429)", pause)
+        message = await _message(response)
         if status >= 500:
-            self.failures += 1
-            return self._trouble(f"{url} answered HTTP {status}: {_message(response)}", None)
-        return RemoteError(f"{url} answered HTTP {status}: {_message(response)}", f"http_{status}")
+            return self._trouble(f"{url} answered HTTP {status}: {message}", self.pauses.next())
+        return RemoteError(f"{url} answered HTTP {status}: {message}", f"http_{status}")
 
-    def _trouble(self, what: str, pause: float | None) -> NotReady:
-        """A call that may work later: pause `pause` seconds (None: the 5xx backoff); tell once."""
-        if pause is None:
-            first, longest = BACKOFF_S
-            pause = min(longest, first * 2 ** max(0, self.failures - 1))
+    def _late(self) -> NotReady:
+        url = f"{self.address.base}{self.route or ROUTES[0]}"
+        return self._trouble(f"no answer from {url} within {DEADLINE_S:g} s", self.pauses.next())
+
+    def _trouble(self, what: str, pause: float) -> NotReady:
+        """A call that may work later: no request for `pause` seconds; the user told once."""
         self.paused_until = time.monotonic() + pause
         error = what + (f"; retrying in {pause:g} s" if pause else "")
         self.port.troubled(error, tell=not self.troubled)  # told once per episode
@@ -342,26 +366,32 @@ class FimEngineClient:
     def _recovered(self) -> None:
         if self.troubled:
             self.port.ready(f"completion API {self.address.base} answers again; completions resume")
-        self.failures, self.troubled = 0, False
+        self.pauses.reset()
+        self.troubled = False
 
 
 async def _read(response: httpx.Response, stop: StopRule) -> tuple[str, str | None]:
     """The completion's text and finish reason, from a stream of server-sent events or one JSON
-    body; a stream is left as soon as the stop rule sees the construct end."""
+    body; a stream is left as soon as the stop rule sees the construct end. `stop.cut` reads
+    the whole text: it runs each time the text has grown by a quarter, so that a stream of
+    one-character pieces costs O(n log n), not O(n²)."""
     if not response.headers.get("content-type", "").startswith("text/event-stream"):
-        data = _json(await response.aread())
-        return _choice(data)
-    text, finish = "", None
-    async for line in response.aiter_lines():
-        if not line.startswith("data:"):
-            continue  # comments, event names, keep-alives
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            break
-        piece, reason = _choice(_json(payload.encode()))
-        text, finish = text + piece, reason or finish
-        if stop.cut(text) is not None:
-            return text, "construct"  # the rest is not needed: closing the stream drops it
+        text, finish = _choice(await parse_json(await read_body(response)))
+        return check_text(text), finish
+    text, finish, checked = "", None, 0
+    async with aclosing(read_lines(response)) as lines:
+        async for line in lines:
+            if not line.startswith(b"data:"):
+                continue  # comments, event names, keep-alives
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                break
+            piece, reason = _choice(await parse_json(payload))
+            text, finish = check_text(text + piece), reason or finish
+            if len(text) >= checked + max(1, checked // 4):
+                checked = len(text)
+                if stop.cut(text) is not None:
+                    return text, "construct"  # the rest is not needed: closing the stream drops it
     return text, finish
 
 
@@ -369,22 +399,11 @@ def _choice(data: Any) -> tuple[str, str | None]:
     try:
         choice = data["choices"][0] if data["choices"] else {}
         text, finish = choice.get("text") or "", choice.get("finish_reason")
-    except (TypeError, KeyError, AttributeError):
-        raise RemoteError(
-            "the completion API's answer has no choices[0].text", "bad_reply"
-        ) from None
+    except (TypeError, KeyError, IndexError, AttributeError):
+        raise BadAnswer("the completion API's answer has no choices[0].text") from None
     if not isinstance(text, str):
-        raise RemoteError("the completion API's choices[0].text is not a string", "bad_reply")
+        raise BadAnswer("the completion API's choices[0].text is not a string")
     return text, finish if isinstance(finish, str) else None
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise RemoteError(
-            "the completion API answered something that is not JSON", "bad_reply"
-        ) from None
 
 
 def _result(text: str, finish: str | None, stop: StopRule, span: int, ms: float) -> InfillResult:
@@ -398,23 +417,31 @@ def _result(text: str, finish: str | None, stop: StopRule, span: int, ms: float)
     return InfillResult(text, len(approx_encode(text)), 0, 0, ms, reason, span=span)
 
 
-def _first_model(reply: httpx.Response) -> str | None:
+def _first_model(data: Any) -> str | None:
+    """The first model GET /models lists: a name that is plain text (it is shown and sent)."""
     try:
-        model = reply.json()["data"][0]["id"]
-    except (ValueError, LookupError, TypeError):
+        model = data["data"][0]["id"]
+    except (LookupError, TypeError):
         return None
-    return model if isinstance(model, str) and model else None
+    return model if isinstance(model, str) and model and shown(model) == model else None
 
 
-def _message(response: httpx.Response) -> str:
-    """The API's own error message (OpenAI's `{"error": {"message"}}`), at most 200 characters."""
+async def _message(response: httpx.Response) -> str:
+    """The API's own error message (OpenAI's `{"error": {"message"}}`), `shown`."""
     try:
-        err = response.json().get("error")
+        data = await parse_json(await read_body(response))
+        err = data.get("error") if isinstance(data, dict) else None
         message = err.get("message") if isinstance(err, dict) else err
-    except (ValueError, AttributeError):
+    except BadAnswer:
         message = None
-    return str(message or response.reason_phrase or "no message")[:200]
+    return shown(message or response.reason_phrase or "no message")
 
 
-def _why(e: Exception) -> str:
-    return str(e) or type(e).__name__
+def _why(e: BaseException) -> str:
+    return shown(str(e) or type(e).__name__)
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    """A request left behind (deadline, superseded) ends unobserved: its outcome is taken."""
+    if not task.cancelled():
+        task.exception()

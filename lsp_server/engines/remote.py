@@ -35,6 +35,7 @@ from infill_engine.service import (
 )
 
 from ..options import normalize_address
+from .untrusted import Backoff, shown
 
 log = logging.getLogger("dllm-infill-ls.remote")
 
@@ -105,7 +106,7 @@ async def _open(address: Address, token: str | None, timeout: float) -> _Connect
         raise Unavailable(f"no hello from the service: {e or 'timed out'}") from None
     if (refused := reply_error(reply)) is not None:
         writer.close()
-        code, message = refused.code, refused.message
+        code, message = shown(refused.code, 40), shown(refused.message)
         hint = ""
         if code == "unauthorized":
             hint = f" (set the engineToken setting or ${TOKEN_ENV} to the service's token)"
@@ -184,17 +185,16 @@ class Link:
             self._retry = asyncio.get_running_loop().create_task(self._retry_loop())
 
     async def _retry_loop(self) -> None:
-        delay = self.backoff_s
+        backoff = Backoff(self.backoff_s, self.max_backoff_s)
         while not self.closed and not self.connected:
-            await self.sleep(delay)
+            await self.sleep(backoff.next())
             try:
                 hello = await self.connect()
             except Refused as e:
                 self.on_down(str(e))
                 return
             except Unavailable as e:
-                log.debug("engine service %s: %s; next try in %.1fs", self.address, e, delay)
-                delay = min(delay * 2, self.max_backoff_s)
+                log.debug("engine service %s: %s; trying again", self.address, e)
                 continue
             self.reconnects += 1
             await self.on_up(hello)
@@ -243,7 +243,7 @@ class RemoteClient(Link):
                     if fut is not None and not fut.done():
                         fut.set_result(item)
                     elif "error" in item:
-                        log.warning("engine service: %s", item["error"])
+                        log.warning("engine service: %s", shown(item["error"]))
         except (OSError, FrameError) as e:
             reason = f"connection lost: {e}"
         except asyncio.CancelledError:
