@@ -14,12 +14,17 @@ close, reconnection with backoff from `Link`), over `httpx.AsyncClient`.
 - A request that cannot reach the service (connection refused or reset) is a lost connection:
   `on_down`, then reconnection with backoff. Proxies from the environment are not used (the
   service is usually on this machine, and a corporate `HTTP_PROXY` would swallow loopback).
+- An answer is hostile input, as a hosted API's is (untrusted.py): read as it arrives, at most
+  MAX_ANSWER_BYTES, within DEADLINE_S for the whole request (a slow drip ends there; no wait per
+  read, as fills take long), its error's code and message `shown`. Past either bound the
+  request fails (`too_large`, `deadline`) and the connection stands.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,9 +33,12 @@ import httpx
 from infill_engine.service import TOKEN_ENV, Message
 
 from .remote import Link, Refused, Unavailable
+from .untrusted import BadAnswer, parse_json, read_body, shown
 
 # the calls the HTTP front offers, by message type
 ROUTES = {"v2/infill": "/v2/infill", "refine": "/v2/refine"}
+DEADLINE_S = 300.0  # a whole request: far past a long refine on a CPU, a bound on a slow drip
+_CODE = re.compile(r"[a-z][a-z0-9_]{0,39}")  # an error code as the service writes one
 
 
 class HttpClient(Link):
@@ -49,6 +57,7 @@ class HttpClient(Link):
     def _client(self) -> httpx.AsyncClient:
         if self.http is None:
             headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+            headers["Accept-Encoding"] = "identity"  # a compressed body's size is not its own
             self.http = httpx.AsyncClient(
                 base_url=str(self.address),
                 headers=headers,
@@ -62,18 +71,19 @@ class HttpClient(Link):
             raise Unavailable("the client is closed")
         self.attempts += 1
         try:
-            reply = await self._client().get("/v1/models", timeout=self.connect_timeout_s)
-        except httpx.HTTPError as e:
-            raise Unavailable(f"cannot connect: {e or type(e).__name__}") from None
-        if reply.status_code == 401:
+            exchange = self._exchange("GET", "/v1/models", None)
+            status, data = await asyncio.wait_for(exchange, self.connect_timeout_s)
+        except (httpx.HTTPError, asyncio.TimeoutError, BadAnswer) as e:
+            raise Unavailable(f"cannot connect: {shown(str(e) or type(e).__name__)}") from None
+        if status == 401:
             hint = f" (set the engineToken setting or ${TOKEN_ENV} to the service's token)"
             raise Refused(f"the service refused the connection: unauthorized{hint}")
-        if reply.status_code != 200:
-            raise Unavailable(f"GET /v1/models answered HTTP {reply.status_code}")
+        if status != 200:
+            raise Unavailable(f"GET /v1/models answered HTTP {status}")
         try:
-            entry = reply.json()["data"][0]
-            model, positions = entry["id"], entry.get("max_positions")
-        except (ValueError, LookupError, TypeError, AttributeError):
+            entry = data["data"][0]
+            model, positions = shown(entry["id"]), entry.get("max_positions")
+        except (LookupError, TypeError, AttributeError):
             model, positions = None, None
         if self.closed:
             raise Unavailable("the client is closed")
@@ -104,28 +114,44 @@ class HttpClient(Link):
         self, rid: int, kind: str, route: str, body: dict[str, Any], reply: asyncio.Future[Message]
     ) -> None:
         content = json.dumps(body).encode()  # ASCII: a lone surrogate travels escaped
-        headers = {"Content-Type": "application/json"}
         try:
-            response = await self._client().post(route, content=content, headers=headers)
+            status, data = await asyncio.wait_for(
+                self._exchange("POST", route, content), DEADLINE_S
+            )
         except httpx.HTTPError as e:
+            lost = f"connection lost: {shown(str(e) or type(e).__name__)}"
             if not reply.done():
-                reply.set_exception(Unavailable(f"connection lost: {e or type(e).__name__}"))
-            self._lost(f"connection lost: {e or type(e).__name__}")
+                reply.set_exception(Unavailable(lost))
+            self._lost(lost)
             return
+        except asyncio.TimeoutError:
+            status, data = 0, _failure("deadline", f"no answer within {DEADLINE_S:g} s")
+        except BadAnswer as e:
+            status, data = 0, _failure(e.code, f"the service's answer: {e}")
         if reply.done():
             return  # cancelled meanwhile
-        try:
-            data = response.json()
-        except ValueError:
-            data = None
-        if response.status_code == 200 and isinstance(data, dict):
+        if status == 200 and isinstance(data, dict):
             reply.set_result({"type": kind, "id": rid, "result": data})
             return
         err = data.get("error") if isinstance(data, dict) else None
         err = err if isinstance(err, dict) else {}
-        code = str(err.get("type") or f"http_{response.status_code}")
-        message = str(err.get("message") or f"HTTP {response.status_code}")
+        code = str(err.get("type") or "")
+        code = code if _CODE.fullmatch(code) else f"http_{status}"
+        message = shown(err.get("message") or f"HTTP {status}")
         reply.set_result(_error(rid, kind, code, message))
+
+    async def _exchange(self, method: str, route: str, content: bytes | None) -> tuple[int, Any]:
+        """One request: its status, and its body as JSON (None when an error's is not JSON)."""
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        client = self._client()
+        async with client.stream(method, route, content=content, headers=headers) as response:
+            raw = await read_body(response)
+        try:
+            return response.status_code, await parse_json(raw)
+        except BadAnswer:
+            if response.status_code == 200:
+                raise
+            return response.status_code, None  # a proxy's page, say: the status says it
 
     def _lost(self, reason: str) -> None:
         if not self.up or self.closed:
@@ -164,6 +190,11 @@ class HttpClient(Link):
         if http is not None:
             closing = loop.create_task(http.aclose())
             closing.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
+def _failure(code: str, message: str) -> dict[str, Any]:
+    """A failure on this side, worded as the service words its own."""
+    return {"error": {"type": code, "message": message}}
 
 
 def _error(rid: int, kind: str | None, code: str, message: str) -> Message:

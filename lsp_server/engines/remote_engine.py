@@ -11,6 +11,10 @@ a fill's, and as the in-process engine does (service/refine.py). A set cancel fl
 cancelled caller sends `cancel {id}` (over HTTP the request is dropped, which the service takes
 as a disconnect and cancels its rows).
 
+A reply is hostile input (untrusted.py): one that does not have the shape of a reply is a
+`bad_reply` error, a fill's text longer than MAX_TEXT_CHARS a `too_large` one, and the
+service's own messages and model name are `shown` (no control characters, 200 characters).
+
 This client also watches how the connection stands: a lost connection is one message to the
 user, `failed` state (no completions) and reconnection with backoff until the service is back,
 which it reports through its `Port`; the backend writes the state.
@@ -42,6 +46,7 @@ from .remote import (
     engine_address,
     engine_token,
 )
+from .untrusted import BadAnswer, check_text, shown
 from .window import window
 
 log = logging.getLogger("dllm-infill-ls.backend")  # the backend's log: this is a part of it
@@ -130,7 +135,7 @@ class RemoteEngineClient:
     def model(self) -> str | None:
         """The model the service names in its hello."""
         model = self.hello.get("model")
-        return str(model) if model else None
+        return shown(model) if model else None
 
     @property
     def positions(self) -> int | None:
@@ -172,22 +177,30 @@ class RemoteEngineClient:
         items = reply.get("items") or []
         if not items:
             raise RemoteError("engine service: a v2/infill reply without items", "internal")
-        results = [_result(item) for item in items]
-        plan, ctx = dict(reply.get("plan") or {}), dict(reply.get("context") or {})
-        kind = str(plan.get("kind", ""))
-        files = tuple(str(f) for f in ctx.get("extra") or ())
-        n = int(ctx.get("extra_tokens", 0))
-        more = {
-            "queue_ms": items[0].get("queue_ms"),
-            "batch_size": items[0].get("batch_size"),
-            "extra_files": list(files),
-            "extra_tokens": n,
-        }
+        try:
+            results = [_result(item) for item in items]
+            plan, ctx = dict(reply.get("plan") or {}), dict(reply.get("context") or {})
+            kind = shown(plan.get("kind", ""), 40)
+            files = tuple(shown(f) for f in ctx.get("extra") or ())
+            n = int(ctx.get("extra_tokens", 0))
+            more = {
+                "queue_ms": items[0].get("queue_ms"),
+                "batch_size": items[0].get("batch_size"),
+                "extra_files": list(files),
+                "extra_tokens": n,
+            }
+            start = lo + int(ctx.get("start", hole.offset - lo))
+            stop = lo + int(ctx.get("end", hole.after - lo))
+            span = int(plan.get("span", 0))
+        except BadAnswer as e:
+            raise RemoteError(f"engine service: {e}", e.code) from None
+        except (TypeError, ValueError, AttributeError, LookupError):
+            raise RemoteError(
+                "engine service: a v2/infill reply of the wrong shape", "bad_reply"
+            ) from None
         self.ledger.record(results, (time.perf_counter() - t0) * 1000, kind=kind, **more)
-        start = lo + int(ctx.get("start", hole.offset - lo))
-        stop = lo + int(ctx.get("end", hole.after - lo))
         found = tuple(_drafts(reply.get("drafts")))
-        return Filled(results, kind, int(plan.get("span", 0)), start, stop, files, n, found)
+        return Filled(results, kind, span, start, stop, files, n, found)
 
     async def refine(self, hole: Hole, fraction: float) -> RefineResult:
         """The selection and a window around it (window.py), with the hole's budgets: the
@@ -215,14 +228,21 @@ class RemoteEngineClient:
                     e.code,
                 ) from None
             raise
-        result = RefineResult(
-            text=str(r.get("text", "")),
-            remasked=[int(i) for i in r.get("remasked", [])],
-            changed=int(r.get("changed", 0)),
-            nfe=int(r.get("nfe", 0)),
-            stop_reason=str(r.get("stop_reason", "span_full")),
-            token_ids=[],
-        )
+        try:
+            result = RefineResult(
+                text=check_text(str(r.get("text", ""))),
+                remasked=[int(i) for i in r.get("remasked", [])],
+                changed=int(r.get("changed", 0)),
+                nfe=int(r.get("nfe", 0)),
+                stop_reason=shown(r.get("stop_reason", "span_full"), 40),
+                token_ids=[],
+            )
+        except BadAnswer as e:
+            raise RemoteError(f"engine service: {e}", e.code) from None
+        except (TypeError, ValueError, AttributeError):
+            raise RemoteError(
+                "engine service: a refine reply of the wrong shape", "bad_reply"
+            ) from None
         self.ledger.record(result, (time.perf_counter() - t0) * 1000)
         return result
 
@@ -275,7 +295,8 @@ class RemoteEngineClient:
         for reply in replies:
             err = reply.get("error")
             if err is not None:
-                code, message = str(err.get("code")), str(err.get("message"))
+                err = err if isinstance(err, dict) else {"message": err}
+                code, message = shown(err.get("code"), 40), shown(err.get("message"))
                 if code == "cancelled":
                     self.ledger.superseded()
                     raise Superseded
@@ -322,12 +343,12 @@ def wire_params(p: InfillParams) -> dict[str, Any]:
 def _result(r: dict[str, Any]) -> InfillResult:
     """A reply's item as the engine's InfillResult (no token ids on the wire)."""
     return InfillResult(
-        text=str(r.get("text", "")),
+        text=check_text(str(r.get("text", ""))),
         tokens=int(r.get("tokens", 0)),
         nfe_full=int(r.get("nfe_full", 0)),
         nfe_block=int(r.get("nfe_block", 0)),
         elapsed_ms=float(r.get("elapsed_ms", 0.0)),
-        stop_reason=r.get("stop_reason", "span_full"),
+        stop_reason=shown(r.get("stop_reason", "span_full"), 40),  # type: ignore[arg-type]
         span=int(r.get("span", 0)),
         grown=int(r.get("grown", 0)),
         edits=int(r.get("edits", 0)),
