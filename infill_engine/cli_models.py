@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from .hub import quoted
 
 
 def models(argv: list[str]) -> int:
@@ -58,7 +62,7 @@ def check(argv: list[str]) -> int:
     from . import fit
     from .loader import ModelLoadError
 
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="dllm-infill check",
         description="Does a model fit: weights at the precision, the K/V cache per row at the "
         "context, the largest batch the device's free memory holds. Reads config.json only.",
@@ -68,9 +72,12 @@ def check(argv: list[str]) -> int:
     ap.add_argument("--device", default="auto", help="cuda, cuda:N or cpu (auto: cuda if any)")
     ap.add_argument("--dtype", default="auto", help="auto: bfloat16 on CUDA, float32 on the CPU")
     ap.add_argument("--quantize", choices=fit.QUANTIZE_MODES, default="none")
-    ap.add_argument("--context", type=int, default=fit.DEFAULT_CONTEXT, help="tokens per row")
-    ap.add_argument("--batch", type=int, default=1, help="rows decoded together")
-    ap.add_argument("--memory", type=float, help="GB free to plan for (default: measured)")
+    ap.add_argument("--context", type=count("tokens", MAX_CONTEXT), help="tokens per row, at "
+                    f"most the model's positions (default {fit.DEFAULT_CONTEXT}, or its positions "
+                    "if fewer)")  # fmt: skip
+    ap.add_argument("--batch", type=count("rows", MAX_BATCH), default=1,
+                    help="rows decoded together")  # fmt: skip
+    ap.add_argument("--memory", type=gigabytes, help="GB free to plan for (default: measured)")
     ap.add_argument("--qwen2-diffusion", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
@@ -79,9 +86,14 @@ def check(argv: list[str]) -> int:
         device = _device(a.device)
         free = int(a.memory * fit.GB) if a.memory is not None else fit.free_memory(device)
         family, args = fit.model_args(model, a.qwen2_diffusion)
+        context = min(fit.DEFAULT_CONTEXT, args.max_positions) if a.context is None else a.context
+        if context > args.max_positions:
+            raise ValueError(
+                f"--context {context} exceeds the model's {args.max_positions} positions"
+            )
         result = fit.estimate(
             args, device=device, free=free, quantize=a.quantize, dtype=a.dtype,
-            context=a.context, batch=a.batch,
+            context=context, batch=a.batch,
         )  # fmt: skip
     except (ModelLoadError, ValueError, OSError) as e:
         print(f"dllm-infill check: {e}", file=sys.stderr)
@@ -96,6 +108,51 @@ def check(argv: list[str]) -> int:
     return 0 if result.fits else 1
 
 
+# Bounds of `check`'s numbers: past them a value is a typo, not a plan (the arithmetic would
+# overflow a float long before).
+MAX_CONTEXT = 1 << 24  # tokens: more positions than any model has
+MAX_BATCH = 1 << 20
+MAX_MEMORY_GB = 1e6  # a petabyte
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose mistakes are one line, `PROG: what is wrong` (exit 2), without
+    the usage block (`--help` shows it)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def gigabytes(text: str) -> float:
+    """`--memory`: a finite number of GB, above 0 and at most MAX_MEMORY_GB."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_MEMORY_GB):
+        raise argparse.ArgumentTypeError(
+            f"must be a number of GB above 0 and at most {MAX_MEMORY_GB:.0f}, got {quoted(text)}"
+        )
+    return value
+
+
+def count(what: str, most: int) -> Callable[[str], int]:
+    """A type for a whole number of `what` from 1 to `most` (no 1e12, no 2.5)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # not a whole number (or past int's digit limit)
+            value = 0
+        if not 1 <= value <= most:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number of {what} from 1 to {most}, got {quoted(text)}"
+            )
+        return value
+
+    return parse
+
+
 def startup_check(
     model: str, device: str, dtype: str, quantize: str, batch: int, qwen2: bool
 ) -> str:
@@ -106,8 +163,9 @@ def startup_check(
     dev = _device(device)
     family, args = fit.model_args(model, qwen2)
     result = fit.estimate(
-        args, device=dev, free=fit.free_memory(dev), quantize=quantize, dtype=dtype, batch=batch
-    )
+        args, device=dev, free=fit.free_memory(dev), quantize=quantize, dtype=dtype, batch=batch,
+        context=min(fit.DEFAULT_CONTEXT, args.max_positions),
+    )  # fmt: skip
     if not result.fits:
         lines = fit.explain(result, args, f"{model}: {family}", dev)
         raise fit.FitError(f"{lines[-1]} ({lines[2].split(None, 1)[1]}; --max-batch is the batch)")

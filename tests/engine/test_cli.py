@@ -142,6 +142,27 @@ def test_a_span_past_the_models_positions_is_one_line(tmp_path: Path) -> None:
     assert p.stderr.strip() == "dllm-infill fill: --span 400 exceeds the model's 384 positions"
 
 
+@pytest.mark.parametrize(
+    ("command", "name", "why"),
+    [("fill", "x" * 100_000, "(100000 characters): 100000 characters, more than the 1024 a "
+      "model name or path may have"),
+     ("check", "x" * 100_000, "(100000 characters): 100000 characters, more than the 1024"),
+     ("fill", "x" * 300, "(300 characters): not a usable path (File name too long)")],
+)  # fmt: skip
+def test_a_model_name_too_long_is_one_short_line(
+    tmp_path: Path, command: str, name: str, why: str
+) -> None:
+    """A 100 KB name once wrote a traceback five times its size; a name the system refuses
+    (one part past 255 bytes) is one line too, the name cut."""
+    src = tmp_path / "f.py"
+    src.write_text("def add(a, b):\n    return \n")
+    where = [str(src), "--line", "2", "--col", "12"] if command == "fill" else ["--device", "cpu"]
+    p = run_cli(command, *where, "--model", name)
+    assert p.returncode == 2, p.stdout
+    assert p.stderr.startswith(f"dllm-infill {command}: model {'x' * 80!r}... ")
+    assert why in p.stderr and p.stderr.count("\n") == 1 and len(p.stderr) < 400, p.stderr[:1000]
+
+
 def corrupt_dir(tmp_path: Path) -> Path:
     bad = tmp_path / "corrupt"
     bad.mkdir()

@@ -111,6 +111,27 @@ def test_check_cli(tmp_path: Path) -> None:
     assert "Traceback" not in bad.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--memory", "inf"], "argument --memory: must be a number of GB above 0 and at most "
+      "1000000, got 'inf'"),
+     (["--memory", "-5"], "argument --memory: must be a number of GB above 0 and at most "
+      "1000000, got '-5'"),
+     (["--context", "1e12"], "argument --context: must be a whole number of tokens from 1 to "
+      "16777216, got '1e12'"),
+     (["--context", "100000"], "--context 100000 exceeds the model's 384 positions")],
+)  # fmt: skip
+def test_check_refuses_numbers_it_cannot_plan_with_in_one_line(
+    args: list[str], message: str
+) -> None:
+    """`--memory inf` once overflowed, `--memory -5` was planned with, and `--context 1e12`
+    suggested a context past the builtin model's 384 positions."""
+    r = _run("check", "--device", "cpu", *args)
+    assert r.returncode == 2, r.stdout
+    assert r.stderr == f"dllm-infill check: {message}\n"
+    assert r.stdout == ""
+
+
 @pytest.fixture
 def hub(tmp_path: Path, dream_dir: Path) -> Iterator[HubStandIn]:
     with HubStandIn() as h:
@@ -137,6 +158,32 @@ def test_serve_refuses_a_model_that_cannot_fit_before_it_downloads(
     assert fetched == {"config.json"}  # no weights downloaded
 
 
-def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def test_check_of_a_hub_name_beside_a_folder_of_that_name_reads_the_hubs(
+    hub: HubStandIn, tmp_path: Path, dream_dir: Path
+) -> None:
+    """A folder org/huge (a tiny model) in the working directory: `check --model org/huge`
+    plans for the Hub's org/huge (1.9 T parameters) and says which it read."""
+    work = tmp_path / "work"
+    (work / "org" / "huge").mkdir(parents=True)
+    (work / "org" / "huge" / "config.json").write_bytes((dream_dir / "config.json").read_bytes())
+    env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"))
+    r = _run("check", "--model", "org/huge", "--device", "cpu", "--memory", "12", env=env,
+             cwd=work)  # fmt: skip
+    assert r.returncode == 1, r.stderr  # the Hub's: it does not fit
+    assert "does not fit" in r.stdout
+    assert r.stderr == (
+        "model 'org/huge': loading the Hub model; the folder ./org/huge here is not used "
+        "(write ./org/huge to load the folder)\n"
+    )
+    folder = _run("check", "--model", "./org/huge", "--device", "cpu", "--memory", "12",
+                  env=env, cwd=work)  # fmt: skip
+    assert folder.returncode == 0 and folder.stderr == "", folder.stderr  # the tiny folder fits
+
+
+def _run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     env = dict(env or os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*CLI, *args], env=env, capture_output=True, text=True, timeout=120, cwd=cwd
+    )
