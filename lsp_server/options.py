@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from infill_engine import hub
 from infill_engine.params import (
     CACHE_MODES,
     DECODE_POLICIES,
@@ -152,6 +153,14 @@ def _text(v: Any) -> str:
     if not isinstance(v, str) or not v:
         raise ValueError("must be a non-empty string")
     return v
+
+
+def _model(v: Any) -> str:
+    """`model`: checked as the loader will (hub.parse_name), before the load starts: a name too
+    long or a revision that is no branch, tag or commit name is one message, the name cut."""
+    text = _text(v)
+    hub.parse_name(text)  # a HubError is a ValueError: the message, then the default
+    return text
 
 
 def _optional_text(v: Any) -> str | None:
@@ -296,7 +305,7 @@ def _languages(v: Any) -> tuple[str, ...]:
 
 # (section, field, key as editors spell it, checker)
 _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
-    ("engine", "model", "model", _text),
+    ("engine", "model", "model", _model),
     ("engine", "device", "device", _text),
     ("engine", "dtype", "dtype", _text),
     ("engine", "address", "engineAddress", _address),

@@ -1,17 +1,21 @@
 """The language server's `model` setting takes a Hub name: the download (from a loopback Hub
-stand-in) is reported to the editor as work-done progress, then the model completes."""
+stand-in) is reported to the editor as work-done progress, then the model completes. A name
+the loader refuses is one short message, and the server keeps serving."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest_asyncio
 from conftest import make_dream
 from hub_standin import HubStandIn, read_dir
-from lsp_client import GREET, SERVER, inline, open_doc, start, status
+from lsp_client import GREET, SERVER, StdioPeer, init_params, inline, open_doc, start, status
 from lsprotocol import types as lsp
+from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 
@@ -46,3 +50,60 @@ async def test_a_hub_name_downloads_with_progress(
     open_doc(client, "file:///g.py", GREET)
     items = await inline(client, "file:///g.py", 2, 4)
     assert isinstance(items, list)  # a tiny random model: an answer, not a useful one
+
+
+def test_a_model_name_too_long_or_refused_is_one_message_and_the_server_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    """A 100 KB `model` once wrote a 500 KB traceback to stderr. Now: past 1024 characters it is
+    a settings message (the name cut) and the default; a name the system refuses (one part
+    past 255 bytes) fails the load in one line; a revision that is no ref is refused before
+    anything is written; completions and status still answer."""
+    outside = tmp_path / "written"
+    peer = StdioPeer()
+    try:
+        settings = {"model": "x" * 100_000, "device": "cpu"}
+        params = default_converter().unstructure(init_params(settings=settings))
+        assert "result" in peer.reply(peer.ask("initialize", params))
+        peer.notify("initialized", {})
+        first = peer.wait_loaded()
+        assert (first["state"], first["model"]) == ("ready", "builtin")
+        peer.notify("workspace/didChangeConfiguration", {"settings": {"model": "y" * 300}})
+        s = settled(peer, "y" * 300)
+        assert s["state"] == "failed" and s["error"] == (
+            f"model {'y' * 80!r}... (300 characters): not a usable path (File name too long)"
+        )
+        peer.notify(
+            "workspace/didChangeConfiguration", {"settings": {"model": f"org/tiny@{outside}"}}
+        )
+        assert settled(peer, "builtin")["state"] == "ready"
+        peer.open("file:///g.py", GREET)
+        reply = peer.reply(peer.ask("textDocument/inlineCompletion", {
+            "textDocument": {"uri": "file:///g.py"}, "position": {"line": 2, "character": 4},
+            "context": {"triggerKind": 1},
+        }))  # fmt: skip
+        assert "result" in reply, reply
+    finally:
+        peer.kill()
+    assert not outside.exists()
+    assert b"Traceback" not in peer.stderr and len(peer.stderr) < 5000, bytes(peer.stderr[:5000])
+    cut = f"{'x' * 80!r}... (100000 characters)"
+    assert (
+        f"dLLM: setting 'model': model {cut}: 100000 characters, more than the 1024 a model name "
+        "or path may have; using the default 'builtin'"
+    ) in peer.shown
+    assert any(m.startswith("dLLM: cannot load model") for m in peer.errors), peer.errors
+    assert (
+        f"dLLM: setting 'model': model 'org/tiny@{outside}': the revision '{outside}' is not a "
+        "branch, tag or commit name (it starts with '/'); using the default 'builtin'"
+    ) in peer.shown
+    assert all(len(m) < 1000 for m in peer.shown), [len(m) for m in peer.shown]
+
+
+def settled(peer: StdioPeer, model: str) -> dict[str, Any]:
+    """The status once the load of `model` has ended (ready or failed)."""
+    deadline = time.monotonic() + 60
+    while (s := peer.status())["model"] != model or s["state"] not in ("ready", "failed"):
+        assert time.monotonic() < deadline, s
+        time.sleep(0.05)
+    return s
