@@ -83,6 +83,17 @@ class HubName:
     repo: str  # ORG/NAME
     revision: str | None  # None: the default branch
 
+    def __post_init__(self) -> None:
+        # every path to the Hub and the cache goes through a HubName: checked here, not trusted
+        if _REPO.fullmatch(self.repo) is None or ".." in self.repo:
+            raise HubError(f"model {quoted(self.repo)}: not a Hub name (ORG/NAME)")
+        why = None if self.revision is None else revision_problem(self.revision)
+        if why is not None:
+            raise HubError(
+                f"model {quoted(f'{self.repo}@{self.revision}')}: the revision "
+                f"{quoted(str(self.revision))} is not a branch, tag or commit name ({why})"
+            )
+
     def __str__(self) -> str:
         return self.repo + (f"@{self.revision}" if self.revision else "")
 
@@ -107,15 +118,7 @@ def parse_name(text: str) -> HubName | None:
     repo, at, revision = text.partition("@")
     if _REPO.fullmatch(repo) is None or ".." in repo:
         return None
-    if not at:
-        return HubName(repo, None)
-    why = revision_problem(revision)
-    if why is not None:
-        raise HubError(
-            f"model {quoted(text)}: the revision {quoted(revision)} is not a branch, tag or "
-            f"commit name ({why})"
-        )
-    return HubName(repo, revision)
+    return HubName(repo, revision if at else None)  # its revision checked there
 
 
 def revision_problem(revision: str) -> str | None:

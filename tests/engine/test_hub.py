@@ -183,6 +183,8 @@ def test_a_revision_that_is_no_ref_is_refused_before_the_hub_or_the_disk(
     assert message == (
         f"model {name!r}: the revision {revision!r} is not a branch, tag or commit name ({why})"
     )
+    with pytest.raises(hub_module.HubError, match="is not a branch, tag or commit name"):
+        hub_module.HubName("org/tiny", revision)  # built directly: checked all the same
     assert hub.requests == []  # nothing asked of the Hub
     assert not target.exists() and not (Path(os.environ["HF_HOME"])).exists()
 
