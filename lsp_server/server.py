@@ -22,6 +22,7 @@ from .completion import Ask
 from .crossfile import roots_of
 from .documents import Document, clean
 from .engines.backend import NotReady
+from .engines.remote import RemoteError
 from .indexing import did_change_watched_files, index_workspace
 from .options import describe
 from .protocol import Protocol, why
@@ -142,7 +143,9 @@ async def inline_completion(
         except NotReady:
             return empty
     except Exception as e:  # the editor gets no items, the log the whole story
-        log.error("inline completion failed", exc_info=e)
+        # an engine's error (a remote's bad answer) is the one line below, its traceback at DEBUG
+        log.log(logging.DEBUG if isinstance(e, RemoteError) else logging.ERROR,
+                "inline completion failed", exc_info=e)  # fmt: skip
         ls.log(f"inline completion failed: {type(e).__name__}: {e}", lsp.MessageType.Error)
         ls.stats.request(doc.language_id or "", 1000 * (time.perf_counter() - started), ok=False)
         return empty

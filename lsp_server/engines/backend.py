@@ -15,6 +15,10 @@ module: each gets a `Port` of its own (this backend's `Ledger`, its log, a way t
 engine stands), and this backend is the one writer of `state` and `error`. A client it lets go
 keeps its port, shut: a reply that reaches it after a reload changes nothing here.
 
+No secret is logged, at any level: the backend puts untrusted.py's filter on pygls' loggers and
+ours when it is made (before the initialize params, `engineToken` among them, reach pygls' log),
+and gives it the token and key of each engine it loads.
+
 With `engineAddress` nothing here imports torch or reads a model file: `load` (and with it
 torch, the loader, the model) is imported only when the in-process engine loads.
 """
@@ -43,10 +47,11 @@ from .engine_client import (
     State,
     Superseded,
 )
-from .fim_remote import FimEngineClient
+from .fim_remote import FimEngineClient, api_key
 from .local_engine import LocalEngineClient
-from .remote import Link
+from .remote import Link, engine_token
 from .remote_engine import RemoteEngineClient
+from .untrusted import guard_logs
 
 if TYPE_CHECKING:
     from infill_engine.engine import Engine
@@ -66,6 +71,7 @@ class Backend:
         tell: Callable[[str], None] | None = None,
         engine: Engine | None = None,
     ) -> None:
+        guard_logs()
         self.log = log
         self.tell = tell or log  # what the user must see (a lost engine service), once
         self._state: State = "idle"
@@ -134,6 +140,7 @@ class Backend:
         port = self._open_port()  # the old client's reports change nothing from here on
         self._use(None)
         self.options = options
+        guard_logs([options.token, engine_token(None), api_key(options)])
         self._write("loading", None)
         if options.address is not None:
             kind = FimEngineClient if options.address.startswith(FIM_PREFIX) else RemoteEngineClient
