@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 MODEL = "hostile-coder"
 KEY = "sk-hostile-0123456789abcdef"
@@ -227,13 +227,66 @@ def _handler(hostile: Hostile) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class Service:
+    """The engine service's HTTP front (`/v1/models`, `/v2/infill`) as a hostile one: `mode`
+    says how the next `/v2/infill` is answered (`SERVICE_ANSWERS`)."""
+
+    def __init__(self) -> None:
+        self.mode = "huge"
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _service_handler(self))
+        self.server.daemon_threads = True
+
+    @property
+    def address(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+def _service_huge(h: BaseHTTPRequestHandler) -> None:
+    _head(h, Content_Type="application/json")
+    h.wfile.write(b'{"items":[{"text":"')
+    _pour(h, b"x" * MiB)
+
+
+def _service_control(h: BaseHTTPRequestHandler) -> None:
+    error = {"code": 500, "type": "internal\x1b[31m", "message": FORGED}
+    _json(h, 500, {"error": error})
+
+
+SERVICE_ANSWERS: dict[str, Callable[[BaseHTTPRequestHandler], None]] = {
+    "huge": _service_huge,
+    "drip": drip,
+    "control": _service_control,
+    "bad_shape": lambda h: _json(h, 200, {"items": [{"text": "a", "tokens": "many"}]}),
+    "not_json": lambda h: _json_raw(h, b'{"items": [{"text": "a"'),
+}
+
+
+def _service_handler(service: Service) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def do_GET(self) -> None:
+            _json(self, 200, {"data": [{"id": MODEL, "max_positions": 4096}]})
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                SERVICE_ANSWERS[service.mode](self)
+
+    return Handler
+
+
+S = TypeVar("S", Hostile, Service)
+
+
 @contextmanager
-def running(hostile: Hostile) -> Iterator[Hostile]:
-    thread = threading.Thread(target=hostile.server.serve_forever, daemon=True)
+def running(standin: S) -> Iterator[S]:
+    thread = threading.Thread(target=standin.server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield hostile
+        yield standin
     finally:
-        hostile.server.shutdown()
-        hostile.server.server_close()
+        standin.server.shutdown()
+        standin.server.server_close()
         thread.join(timeout=5)

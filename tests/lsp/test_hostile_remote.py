@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_standin import ANSWERS, FORGED, KEY, MODEL, Hostile, running
+from hostile_standin import ANSWERS, FORGED, KEY, MODEL, SERVICE_ANSWERS, Hostile, Service, running
 from lsp_client import StdioPeer, init_params
 
 from infill_engine import InfillParams
-from lsp_server.engines import fim_remote, untrusted
+from lsp_server.engines import fim_remote, http_remote, untrusted
 from lsp_server.engines.backend import Backend
 from lsp_server.engines.engine_client import Hole, NotReady
 from lsp_server.engines.fim_remote import FimEngineClient
@@ -111,6 +111,50 @@ async def test_the_client_ends_a_hostile_answer_by_its_deadline(
     said = [str(error), backend.error or "", *logs, *told]
     assert not any(RAW.search(s) or "\n" in s for s in said), said
     assert all(len(s) < 600 for s in said)  # the remote's part of a message is cut at 200
+    backend.close()
+
+
+# the engine service's HTTP front, as hostile: (its code, what the message says)
+SERVICE_OUTCOMES = {
+    "huge": ("too_large", r"larger than 4096 KiB"),
+    "drip": ("deadline", r"no answer within 1 s"),
+    "control": ("http_500", r"http_500: \\x1b\[2J\\x1b\[31mboom\\x0d\\x0aERROR"),
+    "bad_shape": ("bad_reply", r"a v2/infill reply of the wrong shape"),
+    "not_json": ("bad_reply", r"not JSON"),
+}
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[Service]:
+    with running(Service()) as s:
+        yield s
+
+
+def test_every_service_mode_has_an_outcome() -> None:
+    assert set(SERVICE_OUTCOMES) == set(SERVICE_ANSWERS)
+
+
+@pytest.mark.parametrize("mode", list(SERVICE_OUTCOMES))
+async def test_the_service_client_ends_a_hostile_answer_by_its_deadline(
+    mode: str, service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`engineAddress: http://...`: the same bounds as for a hosted API, and the connection
+    stands after each."""
+    monkeypatch.setattr(http_remote, "DEADLINE_S", DEADLINE_S)
+    logs: list[str] = []
+    backend = Backend(logs.append)
+    await backend.load(EngineOptions(address=service.address), print)
+    assert backend.state == "ready" and backend.status()["service_model"] == MODEL
+    service.mode = mode
+    code, words = SERVICE_OUTCOMES[mode]
+    t0 = time.perf_counter()
+    with pytest.raises(RemoteError) as caught:
+        await backend.fill(hole())
+    assert time.perf_counter() - t0 < DEADLINE_S + MARGIN_S
+    assert caught.value.code == code and re.search(words, str(caught.value)), caught.value
+    said = [str(caught.value), *logs]
+    assert not any(RAW.search(s) or "\n" in s for s in said), said
+    assert backend.state == "ready"  # the connection stands
     backend.close()
 
 
