@@ -38,7 +38,10 @@ from typing import Any
 import httpx
 
 MAX_ANSWER_BYTES = 4 << 20  # a whole answer: 100x a long completion, far below a memory problem
-MAX_TEXT_CHARS = 64 << 10  # a completion's text: an inline one is a few hundred characters
+# A completion's text: decode.maxSpan is at most 512 tokens (16 characters a token here), and
+# the finishing step compiles the document with the text up to 24 times, on the event loop and
+# holding the GIL: 16 Ki characters cost it 65-100 ms on a 2-core machine, 8 Ki half that.
+MAX_TEXT_CHARS = 8 << 10
 MAX_JSON_MARKS = 50_000  # , : [ { in one JSON answer; 50k small values parse in ~20 ms
 MAX_INT_DIGITS = 40  # an integer's digits: CPython reads a long one in quadratic time
 PARSE_OFF_LOOP = 256 << 10  # bytes of JSON parsed on a thread
