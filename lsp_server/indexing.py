@@ -1,17 +1,24 @@
-"""The workspace index's handlers: its build when the server starts (on a thread, with
-work-done progress), the editor asked to watch the indexed kinds of file, and the changes it
-reports. The index itself is workspace_index.py; saves update it in server.did_save."""
+"""The workspace index's handlers: its build when the server starts (on a daemon thread, with
+work-done progress that ends by saying what was left out), the editor asked to watch the indexed
+kinds of file, and the changes it reports. The index itself is workspace_index.py; saves update
+it in server.did_save."""
 
 from __future__ import annotations
 
 import asyncio
-import time
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from lsprotocol import types as lsp
 
 from .crossfile import roots_of
 from .session import DllmServer
 from .workspace_index import SOURCE_SUFFIXES, WorkspaceIndex, uri_path
+
+T = TypeVar("T")
+CONFIG_WAIT_S = 2.0  # for the editor's files.exclude: the index starts without it after that
 
 
 async def index_workspace(ls: DllmServer) -> None:
@@ -20,7 +27,8 @@ async def index_workspace(ls: DllmServer) -> None:
     if not folders:
         return
     d = ls.options.drafts
-    index = WorkspaceIndex(d.max_files, d.max_file_bytes)
+    exclude = d.exclude + await _files_exclude(ls)
+    index = WorkspaceIndex(d.max_files, d.max_file_bytes, d.max_bytes, d.max_seconds, exclude)
     token = await ls.progress_token("dllm-index", "dLLM: indexing the workspace")
     loop = asyncio.get_running_loop()
 
@@ -29,15 +37,63 @@ async def index_workspace(ls: DllmServer) -> None:
             done = lsp.WorkDoneProgressReport(message=f"{n} files")
             loop.call_soon_threadsafe(ls.work_done_progress.report, token, done)
 
-    t0 = time.perf_counter()
+    ended = "stopped"
     try:
-        n = await asyncio.to_thread(index.build, folders, report, ls.closing)
+        await on_daemon_thread(index.build, folders, report, ls.closing)
+        ended = index.summary()
     finally:
         if token is not None:
-            ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message="indexed"))
+            ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=ended))
+    if not index.ready:
+        return
     ls.completer.workspace = index
-    ls.log(f"workspace index: {n} files in {time.perf_counter() - t0:.1f} s")
+    ls.log(f"workspace index: {ended} in {index.build_s:.1f} s")
     await _watch_files(ls)
+
+
+async def on_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` on a daemon thread: unlike asyncio.to_thread's pool, which the interpreter
+    joins at exit, it never keeps the process alive after `exit`."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def run() -> None:
+        value, error = None, None
+        try:
+            value = fn(*args)
+        except BaseException as e:  # handed to the awaiting task, which re-raises it
+            error = e
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: no one waits
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=run, name="dllm-index", daemon=True).start()
+    return await future
+
+
+async def _files_exclude(ls: DllmServer) -> tuple[str, ...]:
+    """The editor's `files.exclude` patterns (VS Code answers workspace/configuration with its
+    settings; an editor that has none answers null)."""
+    ws = ls.client_capabilities.workspace
+    if ws is None or not ws.configuration:
+        return ()
+    params = lsp.ConfigurationParams([lsp.ConfigurationItem(section="files.exclude")])
+    try:
+        got = await asyncio.wait_for(ls.workspace_configuration_async(params), CONFIG_WAIT_S)
+    except Exception as e:  # no answer, or a refusal: the index goes on without them
+        ls.log(f"no files.exclude from the editor: {type(e).__name__}")
+        return ()
+    found = got[0] if isinstance(got, list) and got else None
+    if not isinstance(found, dict):
+        return ()
+    return tuple(k for k, v in found.items() if v is True and isinstance(k, str) and k)[:1000]
 
 
 async def _watch_files(ls: DllmServer) -> None:

@@ -127,7 +127,13 @@ class DraftOptions:
     trust_model: bool | None = None
     workspace: bool = True  # index the workspace folders (workspace_index.py)
     max_file_bytes: int = 512 * 1024  # larger files are not indexed
+    # The index's budget (workspace_files.py): the files, the bytes of text and the seconds it
+    # takes at most; what it leaves out is said in its progress and in dllm/status.
     max_files: int = 20_000
+    max_bytes: int = 256 << 20
+    max_seconds: float = 30.0
+    # Paths the index leaves out, as .gitignore patterns (VS Code's files.exclude is added).
+    exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -303,6 +309,14 @@ def _languages(v: Any) -> tuple[str, ...]:
     return tuple(v)
 
 
+def _patterns(v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list | tuple) or not all(isinstance(x, str) and x for x in v):
+        raise ValueError("must be a list of glob patterns")
+    if len(v) > 1000 or any(len(x) > 1000 for x in v):
+        raise ValueError("must be at most 1000 patterns of at most 1000 characters")
+    return tuple(v)
+
+
 # (section, field, key as editors spell it, checker)
 _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("engine", "model", "model", _model),
@@ -338,6 +352,9 @@ _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("drafts", "workspace", "drafts.workspace", _bool),
     ("drafts", "max_file_bytes", "drafts.maxFileBytes", _int_in(1024, 64 << 20)),
     ("drafts", "max_files", "drafts.maxFiles", _int_in(0, 1_000_000)),
+    ("drafts", "max_bytes", "drafts.maxBytes", _int_in(1 << 20, 4 << 30)),
+    ("drafts", "max_seconds", "drafts.maxSeconds", _float_in(0.1, 3600.0)),
+    ("drafts", "exclude", "drafts.exclude", _patterns),
 ]
 _CLIENT_ONLY = {"serverPath"}  # editor-side settings that arrive with the rest: not ours
 _KNOWN = {key for _, _, key, _ in _SCHEMA} | {"token"} | _CLIENT_ONLY

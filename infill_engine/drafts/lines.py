@@ -99,23 +99,28 @@ class LineIndex:
         before: dict[str, list[int]] = defaultdict(list)
         after_shape: dict[str, list[int]] = defaultdict(list)
         before_shape: dict[str, list[int]] = defaultdict(list)
+        shapes: dict[str, str] = {}  # a line's shape, once per distinct line (the regex is slow)
         prev: str | None = None
+        prev_shape = ""
         pending: list[int] = []  # rows waiting for their next non-blank line
         for row, line in enumerate(index.lines):
             s = line.strip()
             if not s:
                 continue
-            for r in pending:
-                before[s].append(r)
-                before_shape[shape(s)].append(r)
-            pending = []
+            sh = shapes.get(s)
+            if sh is None:
+                sh = shapes[s] = shape(s)
+            if pending:
+                before[s].extend(pending)
+                before_shape[sh].extend(pending)
+                pending = []
             if (skip is None or not skip[0] <= row < skip[1]) and _draftable(s):
                 by_text[s].append(row)
                 if prev is not None:
                     after[prev].append(row)
-                    after_shape[shape(prev)].append(row)
+                    after_shape[prev_shape].append(row)
                 pending.append(row)
-            prev = s
+            prev, prev_shape = s, sh
         index.by_text, index.after_text = dict(by_text), dict(after)
         index.imports = {s: names for s in by_text if (names := imported_names(s))}
         index.before_text = dict(before)

@@ -29,7 +29,7 @@ def _tree(root: Path) -> None:
 
 
 def _files(index: WorkspaceIndex) -> set[str]:
-    return {Path(p).name for p in index._files}
+    return {Path(p).name for p in index._numbers}
 
 
 def test_the_index_honours_gitignore_hidden_folders_and_the_size_limit(tmp_path: Path) -> None:
@@ -37,14 +37,16 @@ def test_the_index_honours_gitignore_hidden_folders_and_the_size_limit(tmp_path:
     index = WorkspaceIndex(max_file_bytes=64 * 1024)
     assert index.build([tmp_path]) == 1
     assert _files(index) == {"users.py"}
-    assert index.status() == {"ready": True, "files": 1, "lines": 4, "skipped": 1}
+    status = index.status()
+    assert (status["ready"], status["files"], status["lines"]) == (True, 1, 4)
+    assert status["skipped_by"] == {"ignored": 1, "too_large": 1}  # made.gen.py, big.py
 
 
 def test_the_file_count_is_bounded(tmp_path: Path) -> None:
     for i in range(5):
         (tmp_path / f"m{i}.py").write_text(f"x{i} = {i}\n")
     index = WorkspaceIndex(max_files=3)
-    assert index.build([tmp_path]) == 3 and index.skipped == 2
+    assert index.build([tmp_path]) == 3 and index.skipped == {"over_budget": 2}
     assert not index.update(tmp_path / "m4.py")  # full: a new file stays out
 
 

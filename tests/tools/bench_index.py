@@ -24,7 +24,7 @@ def main(folders: list[Path]) -> None:
     held, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     status = index.status()
-    paths = sorted(index._files)
+    paths = sorted(index._numbers)
     updates = []
     for p in paths[:: max(1, len(paths) // 50)]:
         t = time.perf_counter()
