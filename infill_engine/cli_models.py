@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from .hub import quoted
+from .model_names import quoted
 
 
 def models(argv: list[str]) -> int:

@@ -224,7 +224,7 @@ def explain(fit: Fit, args: ModelArgs, label: str, device: str) -> list[str]:
 def model_args(model: str, qwen2_as_diffusion: bool = False) -> tuple[str, ModelArgs]:
     """(family name, ModelArgs) of "builtin", a directory, a Hub name (its config.json alone is
     fetched) or `shape:NAME` (models/shapes.py: a released checkpoint's shape)."""
-    from . import hub
+    from . import hub, model_names
     from .loader import ModelLoadError, locate, pick_family, read_config
 
     if model.startswith("shape:"):
@@ -233,10 +233,10 @@ def model_args(model: str, qwen2_as_diffusion: bool = False) -> tuple[str, Model
         family, args, _ = shape_args(model[len("shape:") :])
         return family.name, args
     where = locate(model)  # the loader's rule: a Hub name beside a folder is the Hub's
-    if isinstance(where, hub.HubName):
+    if isinstance(where, model_names.HubName):
         try:
             config = hub.fetch_config(where)
-        except hub.HubError as e:
+        except model_names.HubError as e:
             raise ModelLoadError(str(e)) from None
     else:
         config = read_config(where)

@@ -23,6 +23,7 @@ from safetensors import safe_open
 from torch import Tensor, nn
 
 from . import hub
+from .model_names import HubError, HubName, parse_name, quoted
 from .models import FAMILIES, QWEN2_DIFFUSION, DiffusionTransformer, Family, ModelArgs
 from .models.family import as_id_list
 
@@ -63,13 +64,13 @@ def resolve_model_dir(
         return where
     try:
         return hub.fetch(where, progress, check=lambda c: pick_family(c, qwen2_as_diffusion))
-    except hub.HubError as e:
+    except HubError as e:
         raise ModelLoadError(str(e)) from None
 
 
 def locate(
     model: str | os.PathLike[str], tell: Callable[[str], None] | None = None
-) -> Path | hub.HubName:
+) -> Path | HubName:
     """Which model `model` names, before anything is read or downloaded: the builtin
     directory, a model directory, or a Hub name.
 
@@ -85,8 +86,8 @@ def locate(
             raise ModelLoadError(f"the builtin model is missing from {BUILTIN_DIR}")
         return BUILTIN_DIR
     try:
-        name = hub.parse_name(text)
-    except hub.HubError as e:
+        name = parse_name(text)
+    except HubError as e:
         raise ModelLoadError(str(e)) from None
     if name is not None:
         if _is_dir(Path(text)):
@@ -105,11 +106,11 @@ def locate(
         is_file = path.exists()
     except OSError as e:  # a name the system refuses: too long, ...
         why = e.strerror or type(e).__name__
-        raise ModelLoadError(f"model {hub.quoted(text)}: not a usable path ({why})") from None
+        raise ModelLoadError(f"model {quoted(text)}: not a usable path ({why})") from None
     if is_file:
         raise ModelLoadError(f"model path {path} is a file; expected a model directory")
     raise ModelLoadError(
-        f"model {hub.quoted(text)}: no such directory, and not a Hub name (ORG/NAME[@REVISION])"
+        f"model {quoted(text)}: no such directory, and not a Hub name (ORG/NAME[@REVISION])"
     )
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from infill_engine import hub
+from infill_engine import model_names
 from infill_engine.params import (
     CACHE_MODES,
     DECODE_POLICIES,
@@ -162,10 +162,10 @@ def _text(v: Any) -> str:
 
 
 def _model(v: Any) -> str:
-    """`model`: checked as the loader will (hub.parse_name), before the load starts: a name too
+    """`model`: checked as the loader will (model_names.parse_name) before the load: a name too
     long or a revision that is no branch, tag or commit name is one message, the name cut."""
     text = _text(v)
-    hub.parse_name(text)  # a HubError is a ValueError: the message, then the default
+    model_names.parse_name(text)  # a HubError is a ValueError: the message, then the default
     return text
 
 

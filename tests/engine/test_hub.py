@@ -18,8 +18,7 @@ import torch
 from conftest import ROOT, VOCAB, make_dream
 from hub_standin import HubStandIn, read_dir
 
-from infill_engine import ModelLoadError, load
-from infill_engine import hub as hub_module
+from infill_engine import ModelLoadError, load, model_names
 from infill_engine.loader import resolve_model_dir
 
 SHARDS = [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
@@ -183,8 +182,8 @@ def test_a_revision_that_is_no_ref_is_refused_before_the_hub_or_the_disk(
     assert message == (
         f"model {name!r}: the revision {revision!r} is not a branch, tag or commit name ({why})"
     )
-    with pytest.raises(hub_module.HubError, match="is not a branch, tag or commit name"):
-        hub_module.HubName("org/tiny", revision)  # built directly: checked all the same
+    with pytest.raises(model_names.HubError, match="is not a branch, tag or commit name"):
+        model_names.HubName("org/tiny", revision)  # built directly: checked all the same
     assert hub.requests == []  # nothing asked of the Hub
     assert not target.exists() and not (Path(os.environ["HF_HOME"])).exists()
 
@@ -192,7 +191,7 @@ def test_a_revision_that_is_no_ref_is_refused_before_the_hub_or_the_disk(
 def test_branches_tags_and_commits_are_still_revisions(hub: HubStandIn) -> None:
     sha = "0123456789abcdef0123456789abcdef01234567"
     for revision in ("main", "v1.0", "release/2025-01", "refs/pr/1", sha, "dev_x-1"):
-        assert hub_module.parse_name(f"org/tiny@{revision}") == hub_module.HubName(
+        assert model_names.parse_name(f"org/tiny@{revision}") == model_names.HubName(
             "org/tiny", revision
         )
     main = hub.repo("org/tiny").resolve("main")
