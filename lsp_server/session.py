@@ -20,6 +20,8 @@ from lsprotocol import types as lsp
 from pygls.exceptions import FeatureRequestError, JsonRpcException, JsonRpcInternalError
 from pygls.lsp.server import LanguageServer
 
+from infill_engine.model_names import quoted
+
 from . import positions
 from .commands import Edit
 from .completion import Completer
@@ -189,8 +191,9 @@ class DllmServer(LanguageServer):
                 self.backend.error or f"engine service {opts.address} failed", lsp.MessageType.Error
             )
         else:
-            self.tell(
-                f"cannot load model {opts.model!r}: {self.backend.error}", lsp.MessageType.Error
+            self.tell(  # the model cut: a name may be 1024 characters, a popup is one line
+                f"cannot load model {quoted(opts.model)}: {self.backend.error}",
+                lsp.MessageType.Error,
             )
 
     async def progress_token(self, kind: str, title: str) -> str | None:

@@ -57,8 +57,8 @@ def test_a_model_name_too_long_or_refused_is_one_message_and_the_server_keeps_se
 ) -> None:
     """A 100 KB `model` once wrote a 500 KB traceback to stderr. Now: past 1024 characters it is
     a settings message (the name cut) and the default; a name the system refuses (one part
-    past 255 bytes) fails the load in one line; a revision that is no ref is refused before
-    anything is written; completions and status still answer."""
+    past 255 bytes) fails the load in one short popup, the name cut; a revision that is no ref
+    is refused before anything is written; completions and status still answer."""
     outside = tmp_path / "written"
     peer = StdioPeer()
     try:
@@ -92,7 +92,10 @@ def test_a_model_name_too_long_or_refused_is_one_message_and_the_server_keeps_se
         f"dLLM: setting 'model': model {cut}: 100000 characters, more than the 1024 a model name "
         "or path may have; using the default 'builtin'"
     ) in peer.shown
-    assert any(m.startswith("dLLM: cannot load model") for m in peer.errors), peer.errors
+    long = f"{'y' * 80!r}... (300 characters)"  # the popup cuts the name as the error does
+    assert peer.errors == [
+        f"dLLM: cannot load model {long}: model {long}: not a usable path (File name too long)"
+    ], peer.errors
     assert (
         f"dLLM: setting 'model': model 'org/tiny@{outside}': the revision '{outside}' is not a "
         "branch, tag or commit name (it starts with '/'); using the default 'builtin'"
