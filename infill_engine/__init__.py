@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from .engine import Engine
     from .loader import ModelLoadError
+    from .model_names import HubName
     from .params import InfillParams, InfillResult
     from .request import InfillRequest
 
@@ -82,7 +83,7 @@ def pick_device(device: str = "auto", dtype: str = "auto") -> tuple[torch.device
 
 
 def load(
-    model: str | os.PathLike[str] = "builtin",
+    model: str | os.PathLike[str] | HubName = "builtin",
     device: str = "auto",
     dtype: str = "auto",
     qwen2_as_diffusion: bool = False,

@@ -149,6 +149,8 @@ def serve(argv: list[str]) -> int:
 
     from . import load
     from .cli_models import startup_check
+    from .loader import locate
+    from .model_names import HubName
     from .scheduler import MAX_BATCH, MAX_QUEUE
     from .service import (
         TOKEN_ENV,
@@ -207,11 +209,15 @@ def serve(argv: list[str]) -> int:
             return _serve_ray(a, address, token)
         if a.max_batch < 1 or a.max_queue < 1:
             raise ServeError("--max-batch and --max-queue must be >= 1")
+        # resolved once, so a folder that a Hub name shadows is said once, not by the check
+        # and again by the load; a path is passed on as written (the load checks it again)
+        where = locate(a.model)
+        model = where if isinstance(where, HubName) else a.model
         fits = startup_check(  # before the weights load (fit.py)
-            a.model, a.device, a.dtype, a.quantize, a.max_batch, a.qwen2_diffusion
+            model, a.device, a.dtype, a.quantize, a.max_batch, a.qwen2_diffusion
         )
         print(f"dllm-infill serve: {fits}", file=sys.stderr, flush=True)
-        engine = load(a.model, device=a.device, dtype=a.dtype,
+        engine = load(model, device=a.device, dtype=a.dtype,
                       qwen2_as_diffusion=a.qwen2_diffusion, quantize=a.quantize)  # fmt: skip
     except (ServeError, OSError, ValueError) as e:
         print(f"dllm-infill serve: {e}", file=sys.stderr)

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from .model_names import quoted
+from .model_names import HubName, quoted
 
 
 def models(argv: list[str]) -> int:
@@ -154,10 +154,10 @@ def count(what: str, most: int) -> Callable[[str], int]:
 
 
 def startup_check(
-    model: str, device: str, dtype: str, quantize: str, batch: int, qwen2: bool
+    model: str | HubName, device: str, dtype: str, quantize: str, batch: int, qwen2: bool
 ) -> str:
     """The service's check before it loads: one line of figures, or a FitError whose message
-    has them and the options that would make the model fit."""
+    has them and the options that would make the model fit. `model` may be located already."""
     from . import fit
 
     dev = _device(device)

@@ -27,6 +27,7 @@ import os
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from .model_names import HubError, HubName
 from .models.common import ModelArgs
 from .models.shapes import parameter_count
 
@@ -221,22 +222,23 @@ def explain(fit: Fit, args: ModelArgs, label: str, device: str) -> list[str]:
     return [*lines, f"does not fit: {why}{fix}"]
 
 
-def model_args(model: str, qwen2_as_diffusion: bool = False) -> tuple[str, ModelArgs]:
+def model_args(model: str | HubName, qwen2_as_diffusion: bool = False) -> tuple[str, ModelArgs]:
     """(family name, ModelArgs) of "builtin", a directory, a Hub name (its config.json alone is
-    fetched) or `shape:NAME` (models/shapes.py: a released checkpoint's shape)."""
-    from . import hub, model_names
+    fetched; a HubName is one located already) or `shape:NAME` (models/shapes.py: a released
+    checkpoint's shape)."""
+    from . import hub
     from .loader import ModelLoadError, locate, pick_family, read_config
 
-    if model.startswith("shape:"):
+    if isinstance(model, str) and model.startswith("shape:"):
         from .models.shapes import shape_args
 
         family, args, _ = shape_args(model[len("shape:") :])
         return family.name, args
     where = locate(model)  # the loader's rule: a Hub name beside a folder is the Hub's
-    if isinstance(where, model_names.HubName):
+    if isinstance(where, HubName):
         try:
             config = hub.fetch_config(where)
-        except model_names.HubError as e:
+        except HubError as e:
             raise ModelLoadError(str(e)) from None
     else:
         config = read_config(where)

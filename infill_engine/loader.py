@@ -52,7 +52,7 @@ class LoadedModel:
 
 
 def resolve_model_dir(
-    model: str | os.PathLike[str],
+    model: str | os.PathLike[str] | HubName,
     progress: hub.Progress | None = None,
     qwen2_as_diffusion: bool = False,
 ) -> Path:
@@ -69,7 +69,7 @@ def resolve_model_dir(
 
 
 def locate(
-    model: str | os.PathLike[str], tell: Callable[[str], None] | None = None
+    model: str | os.PathLike[str] | HubName, tell: Callable[[str], None] | None = None
 ) -> Path | HubName:
     """Which model `model` names, before anything is read or downloaded: the builtin
     directory, a model directory, or a Hub name.
@@ -79,7 +79,10 @@ def locate(
     a folder must not stand in for the model asked for unseen. One line, logged and sent to
     `tell`, says so; `./ORG/NAME` or an absolute path names the folder. A name too long, a
     revision that is no branch, tag or commit name, and a path the system refuses (too long,
-    ...) are one-line ModelLoadErrors."""
+    ...) are one-line ModelLoadErrors. A HubName is located already (serve locates once, so
+    the line is said once) and is returned as it is."""
+    if isinstance(model, HubName):
+        return model
     text = str(model)
     if text == "builtin":
         if not (BUILTIN_DIR / "config.json").is_file():
@@ -354,7 +357,7 @@ def build_model(
 
 
 def load_model_dir(
-    model: str | os.PathLike[str],
+    model: str | os.PathLike[str] | HubName,
     device: torch.device,
     dtype: torch.dtype,
     qwen2_as_diffusion: bool = False,

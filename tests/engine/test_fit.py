@@ -180,6 +180,31 @@ def test_check_of_a_hub_name_beside_a_folder_of_that_name_reads_the_hubs(
     assert folder.returncode == 0 and folder.stderr == "", folder.stderr  # the tiny folder fits
 
 
+def test_serve_says_once_that_a_folder_named_like_the_hub_model_is_not_used(
+    hub: HubStandIn, tmp_path: Path, dream_dir: Path
+) -> None:
+    """The start-up check and the load once each resolved the name, and each said so. The Hub's
+    org/pickled (a tiny config, pickle weights) fits, then its load is refused from the listing:
+    serve ends at once, the note said once, first."""
+    config = (dream_dir / "config.json").read_bytes()
+    hub.repo("org/pickled").add({"config.json": config, "pytorch_model.bin": b"x"})
+    work = tmp_path / "work"
+    (work / "org" / "pickled").mkdir(parents=True)
+    (work / "org" / "pickled" / "config.json").write_bytes(config)
+    env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"))
+    r = _run("serve", "--listen", f"unix:{tmp_path / 's.sock'}", "--model", "org/pickled",
+             "--device", "cpu", env=env, cwd=work)  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.splitlines()
+    note = (
+        "dllm-infill serve: model 'org/pickled': loading the Hub model; the folder ./org/pickled "
+        "here is not used (write ./org/pickled to load the folder)"
+    )
+    assert lines[0] == note and lines.count(note) == 1, r.stderr
+    assert any(line.startswith("dllm-infill serve: memory: weights") for line in lines), r.stderr
+    assert "only pickle weights (pytorch_model.bin)" in lines[-1], r.stderr
+
+
 def _run(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
