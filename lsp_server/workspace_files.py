@@ -45,7 +45,7 @@ REASONS = (
     "ignored",  # named by a .gitignore or an exclude pattern
     "outside",  # a symlink whose target is outside every root
     "not_regular",  # a FIFO, socket, device or folder where a file was expected
-    "unreadable",  # the OS refused it (permissions, a symlink swapped in, a broken link)
+    "unreadable",  # the OS refused it (permissions, a symlink swapped in, a broken link or loop)
     "too_large",  # over max_file_bytes
     "not_text",  # NUL bytes or not UTF-8
     "over_budget",  # past max_files or max_bytes
@@ -61,7 +61,10 @@ def read_regular(path: Path, limit: int) -> tuple[bytes | None, str | None]:
     """(the bytes of `path`, None), or (None, why not) where it is not a regular file of at most
     `limit` bytes that the OS lets us open. Never blocks on a FIFO or a device."""
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):  # where a resolved path was expected: a loop, or swapped in
+            return None, "unreadable"
+        if not stat.S_ISREG(mode):
             return None, "not_regular"
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as e:
@@ -113,6 +116,9 @@ class Rules:
     exclude: pathspec.PathSpec
     ignores: dict[str, pathspec.PathSpec] = field(default_factory=dict)
     patterns: int = 0  # the .gitignore patterns read so far, against MAX_IGNORE_PATTERNS
+    # folders left out whole (their .gitignore past the limits): what is under them stays out,
+    # reached through a symlink or an update too
+    left_out: set[str] = field(default_factory=set)
 
     def load(self, rel_dir: str, skipped: Skipped) -> bool:
         """Read the folder's own `.gitignore`, if any; False when the folder must be left out
@@ -123,10 +129,14 @@ class Rules:
         text, why = read_text(path, MAX_IGNORE_BYTES)
         if text is None:
             skipped["ignore_file"] += 1
-            return why == "unreadable" and not os.path.exists(path)  # a broken link: no rules
+            if why == "unreadable" and not os.path.exists(path):  # a broken link: no rules
+                return True
+            self.left_out.add(rel_dir)
+            return False
         lines = [s for line in text.splitlines() if (s := line.strip()) and not s.startswith("#")]
         if self.patterns + len(lines) > MAX_IGNORE_PATTERNS:
             skipped["ignore_file"] += 1
+            self.left_out.add(rel_dir)
             return False
         self.patterns += len(lines)
         self.ignores[rel_dir] = pathspec.GitIgnoreSpec.from_lines(lines)
@@ -134,11 +144,14 @@ class Rules:
 
     def ignored(self, rel: str, is_dir: bool = False) -> bool:
         """Whether the path `rel` (relative to the root, "/"-separated) is left out: the deepest
-        .gitignore with a pattern that matches decides, then the exclude patterns."""
+        .gitignore with a pattern that matches decides, then the exclude patterns; all of a
+        folder left out whole."""
         name = rel + "/" if is_dir else rel
         if self.exclude.match_file(name):
             return True
         parts = rel.split("/")
+        if any("/".join(parts[:depth]) in self.left_out for depth in range(len(parts) + 1)):
+            return True
         for depth in range(len(parts) - 1, -1, -1):
             spec = self.ignores.get("/".join(parts[:depth]))
             if spec is None:
@@ -168,8 +181,10 @@ def walk(
     cancel: threading.Event | None = None,
 ) -> Iterator[Path]:
     """The resolved paths of the source files under `rules.root` that the index may read; what
-    is left out counted in `skipped`. Stops when `cancel` is set."""
+    is left out counted in `skipped`. Stops when `cancel` is set. Symlinks come last: their
+    targets are checked once every folder's .gitignore is loaded."""
     root = rules.root
+    links: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):  # never follows a symlinked folder
         if cancel is not None and cancel.is_set():
             return
@@ -195,10 +210,17 @@ def walk(
                 continue
             full = os.path.join(dirpath, name)
             path = Path(os.path.realpath(full))
-            if path != Path(full) and (why := target_fault(rules, path)) is not None:
-                skipped[why] += 1  # a symlink: its target must pass the same rules
+            if path != Path(full):
+                links.append(path)
                 continue
             yield path
+    for path in links:  # a symlink's target must pass the same rules
+        if cancel is not None and cancel.is_set():
+            return
+        if (why := target_fault(rules, path)) is not None:
+            skipped[why] += 1
+            continue
+        yield path
 
 
 def target_fault(rules: Rules, path: Path) -> str | None:
