@@ -16,6 +16,8 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
+from infill_engine.finish.secrets import FILTERED
+
 from . import positions
 from .commands import CommandError, fill_function_body, refine_selection, regenerate_selection
 from .completion import Ask
@@ -317,6 +319,7 @@ def status(ls: DllmServer, params: Any) -> dict[str, Any]:
         "settings": describe(ls.options, nested=True),
         "documents": ls.documents.summary(),
         "snoozed_s": ls.completer.snooze.remaining_s(),
+        "secrets_filtered": FILTERED.snapshot(),  # held back as credentials, by rule
         "crossfile": ls.completer.crossfile.status(),
         "drafts": {
             "shown": dict(ls.completer.sources),

@@ -3,7 +3,8 @@
 One pipeline for the language server's inline items, its editing commands and the CLI: the text
 steps of postprocess.py (line endings, the mid-line rule, reindentation, repetition loops,
 overlap with the suffix, whitespace) on the model's context, then the syntax check (syntax.fit)
-on the document itself, so that nothing shown or applied adds a syntax error to the document.
+on the document itself, so that nothing shown or applied adds a syntax error to the document,
+and nothing that looks like a credential is shown (secrets.py; counted in secrets.FILTERED).
 No torch here: the language server without a local model (`engineAddress`) imports it too.
 """
 
@@ -13,6 +14,7 @@ import grammars
 
 from . import syntax
 from .postprocess import Indent, postprocess
+from .secrets import held_back
 from .syntax import Around
 
 __all__ = ["Around", "Indent", "finish"]
@@ -52,4 +54,4 @@ def finish(
         return None
     around = document if document is not None else Around(prefix, suffix)
     text = syntax.fit(around.before, text, around.after, language_id, around.replaced)
-    return text if text.strip() else None
+    return text if text.strip() and not held_back(text) else None

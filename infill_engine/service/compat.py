@@ -260,7 +260,7 @@ def streamable(text: str, stop: tuple[str, ...], n_indent: int) -> str:
 
 def rest(full: str, sent: str) -> str:
     """What is left of a fill after the pieces already streamed."""
-    if not full.startswith(sent):  # the pieces are held back until nothing can change them
+    if full and not full.startswith(sent):  # pieces are held back till nothing can change them
         log.warning("a streamed fill's pieces are not the head of its text")
     return full[len(sent) :]
 

@@ -62,7 +62,7 @@ from .compat import parse_openai as parse_openai_body
 from .frames import FrameError, decode_payload
 from .front import Service
 from .metrics import CONTENT_TYPE as METRICS_TYPE
-from .native import native_result, parse_native, run_native, with_drafts
+from .native import native_result, parse_native, run_native, with_drafts, without_secrets
 from .refine import parse_refine, run_refine
 from .slots import Slot, Slots
 from .stream import Done, Shape, Stream, event
@@ -138,7 +138,7 @@ class HttpFront:
             if not done:  # nothing was written (a warm-up)
                 return [llama_reply(c, None, "", None, model, n_ctx, i)
                         for i in range(c.ask.candidates)]  # fmt: skip
-            done = with_drafts(prepared, done, trust)
+            done = without_secrets(with_drafts(prepared, done, trust))
             replies = []
             for i, (r, _) in enumerate(done):
                 text, hit = clip(r.text, c.stop, c.n_indent)
@@ -159,7 +159,7 @@ class HttpFront:
 
         def build(c: CompatAsk, prepared: Prepared | None, done: Done) -> dict[str, Any]:
             choices = [("", "length")] * c.ask.candidates if c.warm_only else []
-            for r, _ in with_drafts(prepared, done, trust):
+            for r, _ in without_secrets(with_drafts(prepared, done, trust)):
                 text, hit = clip(r.text, c.stop, 0)
                 choices.append((text, finish_reason(r, hit)))
             ctx = prepared.context if prepared is not None else None

@@ -24,6 +24,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..finish.secrets import FILTERED
 from ..params import InfillResult
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -143,6 +144,13 @@ class _Scraped(Collector):
             yield CounterMetricFamily(
                 f"{PREFIX}_scheduler_{key}", f"scheduler rows {key}", value=value
             )
+        held = CounterMetricFamily(
+            f"{PREFIX}_secrets_filtered", "answers held back: they looked like a credential",
+            labels=("rule",),
+        )  # fmt: skip
+        for rule, n in sorted(FILTERED.snapshot().items()):
+            held.add_metric((rule,), float(n))
+        yield held
         for key, value in sorted(stats.get("service", {}).items()):
             if isinstance(value, int | float) and not isinstance(value, bool):
                 yield CounterMetricFamily(

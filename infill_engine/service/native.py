@@ -51,6 +51,7 @@ from typing import Any
 
 from .. import drafts
 from ..drafts.rank import choose
+from ..finish.secrets import held_back
 from ..hole import EXTRA_TOKENS, Hole, Prepared, prepare
 from ..params import InfillResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS, InfillRequest
@@ -195,6 +196,12 @@ def with_drafts(
         return done
     first, ticket = done[0]
     return [(dataclasses.replace(first, text=best[0].text), ticket), *done[1:]]
+
+
+def without_secrets(done: list[tuple[InfillResult, Ticket]]) -> list[tuple[InfillResult, Ticket]]:
+    """The results with every text that looks like a credential emptied (finish/secrets.py):
+    what the routes of other tools answer, which no finishing step follows."""
+    return [(dataclasses.replace(r, text="") if held_back(r.text) else r, t) for r, t in done]
 
 
 def native_result(prepared: Prepared, done: list[tuple[InfillResult, Ticket]]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ..finish.secrets import find as find_secret
 from ..hole import Prepared
 from ..params import InfillResult
 from ..scheduler import Ticket
@@ -85,11 +86,19 @@ class Stream:
     def _piece(self, i: int, text: str) -> str | None:
         """What is new of the `i`-th fill's leading text and safe to send (it is noted sent)."""
         kept = streamable(text, self.c.stop, self.shape.n_indent(self.c))
+        # Up to the last word's end: a token is sent whole or not at all, and once whole, a fill
+        # that looks like a credential sends no more (the final event holds it back: secrets.py).
+        kept = kept[: max(kept.rfind(ch) for ch in _WORD_ENDS) + 1]
+        if find_secret(kept) is not None:
+            return None
         before = self.sent[i] if i < len(self.sent) else None
         if before is None or len(kept) <= len(before) or not kept.startswith(before):
             return None
         self.sent[i] = kept
         return kept[len(before) :]
+
+
+_WORD_ENDS = " \t\n'\"`,;)]}"
 
 
 async def _until(work: asyncio.Future[Any], queue: asyncio.Queue[T]) -> AsyncIterator[T]:
