@@ -6,18 +6,14 @@ it in server.did_save."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 from lsprotocol import types as lsp
 
 from .crossfile import roots_of
+from .daemon import on_daemon_thread
 from .session import DllmServer
 from .workspace_index import SOURCE_SUFFIXES, WorkspaceIndex, uri_path
 
-T = TypeVar("T")
 CONFIG_WAIT_S = 2.0  # for the editor's files.exclude: the index starts without it after that
 
 
@@ -39,7 +35,7 @@ async def index_workspace(ls: DllmServer) -> None:
 
     ended = "stopped"
     try:
-        await on_daemon_thread(index.build, folders, report, ls.closing)
+        await on_daemon_thread(index.build, folders, report, ls.closing, name="dllm-index")
         ended = index.summary()
     finally:
         if token is not None:
@@ -49,33 +45,6 @@ async def index_workspace(ls: DllmServer) -> None:
     ls.completer.workspace = index
     ls.log(f"workspace index: {ended} in {index.build_s:.1f} s")
     await _watch_files(ls)
-
-
-async def on_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)` on a daemon thread: unlike asyncio.to_thread's pool, which the interpreter
-    joins at exit, it never keeps the process alive after `exit`."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-
-    def run() -> None:
-        value, error = None, None
-        try:
-            value = fn(*args)
-        except BaseException as e:  # handed to the awaiting task, which re-raises it
-            error = e
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: no one waits
-            loop.call_soon_threadsafe(settle, value, error)
-
-    threading.Thread(target=run, name="dllm-index", daemon=True).start()
-    return await future
 
 
 async def _files_exclude(ls: DllmServer) -> tuple[str, ...]:

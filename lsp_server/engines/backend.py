@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from infill_engine.params import RefineResult
 from infill_engine.scheduler import PRIORITIES
 
+from ..daemon import on_daemon_thread
 from ..options import FIM_PREFIX, EngineOptions
 from .engine_client import (
     Counters,
@@ -156,7 +157,7 @@ class Backend:
             def progress(message: str) -> None:  # called on the download's thread
                 loop.call_soon_threadsafe(report, message)
 
-            engine = await asyncio.to_thread(self._load_now, options, progress)
+            engine = await on_daemon_thread(self._load_now, options, progress, name="dllm-load")
         except Exception as e:  # any failure, a corrupt file's own error type included
             from infill_engine.loader import ModelLoadError  # loaded by now: no new import
 

@@ -402,6 +402,29 @@ def test_exit_after_shutdown_is_0() -> None:
     assert code == 0
 
 
+def test_exit_while_the_model_loads_ends_the_process_at_once() -> None:
+    """The model loads on a daemon thread (lsp_server/daemon.py): `shutdown` and `exit` sent
+    while it loads end the process in under 2 s; on the pool thread asyncio.to_thread uses, the
+    interpreter waited for the load (2.9 s on 2 cores)."""
+    raw = Raw()
+    try:
+        params = default_converter().unstructure(init_params())
+        assert "result" in raw.request("initialize", params)
+        raw.notify("initialized", {})
+        deadline = time.monotonic() + 30
+        while raw.status()["state"] != "loading":
+            assert time.monotonic() < deadline, "the model load never started"
+        assert raw.request("shutdown", None)["result"] is None
+        t0 = time.monotonic()
+        raw.notify("exit", None)
+        code = raw.proc.wait(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        raw.close()
+    assert code == 0
+    assert took < 2.0, f"exit took {took:.2f} s"
+
+
 def test_document_text_is_never_logged_above_debug() -> None:
     """At INFO the log says what happens, never what the user wrote: pygls logs every message
     in full at INFO (a completion item carries the rest of the cursor's line); it speaks only
