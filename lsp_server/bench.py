@@ -7,6 +7,9 @@ worker thread, tokenization included, from `dllm/status`, read outside the timed
 then prints p50/p95 of both and of their difference: the server's overhead (JSON-RPC, context
 building with the tokenizer, post-processing, syntax checks). A second pass re-asks at the same
 cursors after typing one character, to time the typed-ahead cache, which never calls the model.
+With `--workspace FOLDER` it runs twice, side by side: with no workspace, then with FOLDER as the
+workspace (its index built first: the seconds and the server's resident memory it took are
+reported), and prints the ratio of the two round trips' p50 (docs/robustness.md).
 
 The server it starts keeps its acceptance counts in a temporary state directory, removed at the
 end: a benchmark's requests are not the user's completions (telemetry.py). A figure with no
@@ -59,6 +62,7 @@ async def run(
     settings: dict[str, Any],
     server: list[str],
     env: dict[str, str] | None = None,
+    folder: Path | None = None,
 ) -> dict[str, Any]:
     client = LanguageClient("dllm-bench-lsp", "0")
     logs: list[str] = []
@@ -73,10 +77,14 @@ async def run(
 
     await client.start_io(*server, env=env)
     caps = lsp.ClientCapabilities(window=lsp.WindowClientCapabilities(work_done_progress=False))
+    folders = [lsp.WorkspaceFolder(folder.resolve().as_uri(), folder.name)] if folder else None
     await client.initialize_async(
-        lsp.InitializeParams(capabilities=caps, initialization_options=settings)
+        lsp.InitializeParams(
+            capabilities=caps, initialization_options=settings, workspace_folders=folders
+        )
     )
     client.initialized(lsp.InitializedParams())
+    pid = client._server.pid if client._server is not None else None
 
     async def status() -> dict[str, Any]:
         return dict(_plain(await client.protocol.send_request_async("dllm/status", None)))
@@ -87,6 +95,12 @@ async def run(
     if s["state"] == "failed":
         raise RuntimeError(f"the model failed to load: {s['error']}")
     load_s = time.perf_counter() - t_load
+    index: dict[str, Any] | None = None
+    if folder is not None:
+        rss_before = _rss_mib(pid)
+        while not ((ws := (await status())["drafts"]["workspace"]) or {}).get("ready"):
+            await asyncio.sleep(0.1)
+        index = {**ws, "rss_mib_added": round(_rss_mib(pid) - rss_before, 1)}
     text = sample.read_text()
     uri = sample.resolve().as_uri()
     client.text_document_did_open(
@@ -169,7 +183,20 @@ async def run(
         "overhead_ms": summary(overhead),
         "typeahead_ms": summary(cached),
         "typeahead_hits": final["typeahead_hits"],
+        "index": index,
     }
+
+
+def _rss_mib(pid: int | None) -> float:
+    """The resident memory of the server's process (Linux), in MiB; 0 where unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--workspace", type=Path, help="also run with this folder as the workspace")
     a = ap.parse_args(argv)
     if a.requests < 0:
         ap.error(f"--requests must be >= 0, got {a.requests}")
@@ -188,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="dllm-bench-lsp-") as state:
             env = {**os.environ, "XDG_STATE_HOME": state}  # not the user's acceptance counts
             out = asyncio.run(run(a.requests, a.sample, settings, server, env))
+            if a.workspace is not None:
+                out["with_workspace"] = asyncio.run(
+                    run(a.requests, a.sample, settings, server, env, a.workspace)
+                )
         out["full_pass_ms"] = full_pass_ms(a.model, a.device)
     except (OSError, RuntimeError, ValueError) as e:
         print(f"bench-lsp: {e}", file=sys.stderr)
@@ -210,6 +242,15 @@ def main(argv: list[str] | None = None) -> int:
     full, p50 = out["full_pass_ms"], out["round_trip_ms"]["p50"]
     ratio = f" (round trip p50 = {p50 / full:.1f} x)" if p50 is not None and full else ""
     print(f"{'one full pass':14}{full:>10.2f}  at the model's positions, in this run{ratio}")
+    if (ws := out.get("with_workspace")) is not None:
+        ix, p50_ws = ws["index"], ws["round_trip_ms"]["p50"]
+        print(
+            f"with the workspace {a.workspace}: {ix['files']} files, {ix['lines']} lines indexed "
+            f"in {ix['build_s']:.1f} s, +{ix['rss_mib_added']:.0f} MiB resident; round trip p50 "
+            f"{p50_ws:.2f} ms = {p50_ws / p50:.2f} x without"
+            if p50_ws is not None and p50
+            else f"with the workspace: {ws}"
+        )
     return 0
 
 

@@ -45,7 +45,7 @@ from .workspace_files import (
 )
 
 LIMIT = 8  # drafts sent with a call
-CACHED_LINES = 100_000  # lines of the line indices kept (about 40 MB), the least recent leaving
+CACHED_LINES = 50_000  # lines of the line indices kept (some 20 MB), the least recent leaving
 _KINDS = {s: i + 1 for i, s in enumerate(sorted(SOURCE_SUFFIXES))}  # 0: no file
 
 __all__ = ["SOURCE_SUFFIXES", "WorkspaceIndex", "uri_path"]
