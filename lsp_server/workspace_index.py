@@ -24,6 +24,7 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -45,6 +46,8 @@ from .workspace_files import (
 )
 
 LIMIT = 8  # drafts sent with a call
+PIECE_LINES = 400  # a file's lines per piece: a lookup reads at most FILES pieces
+MARGIN = 16  # lines of context each side of a piece (a body under an opener at its end)
 CACHED_LINES = 50_000  # lines of the line indices kept (some 20 MB), the least recent leaving
 _KINDS = {s: i + 1 for i, s in enumerate(sorted(SOURCE_SUFFIXES))}  # 0: no file
 
@@ -60,9 +63,31 @@ def uri_path(uri: str) -> Path | None:
     return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
 
 
+@dataclass(frozen=True)
+class Piece:
+    """Up to PIECE_LINES lines of a file, with MARGIN lines of context each side: the unit a
+    lookup reads, so that a long file costs no more than a short one."""
+
+    path: Path
+    offset: int  # the file's row where the piece's text starts
+    keep: tuple[int, int]  # its rows that are candidates (the margins are context)
+    text: bytes  # compressed
+
+
+def pieces(text: str) -> list[tuple[int, str, tuple[int, int]]]:
+    """(offset, text, keep) of each piece of a file's text."""
+    lines = text.split("\n")
+    out = []
+    for start in range(0, len(lines), PIECE_LINES):
+        lo, hi = max(0, start - MARGIN), min(len(lines), start + PIECE_LINES + MARGIN)
+        end = min(start + PIECE_LINES, len(lines))
+        out.append((lo, "\n".join(lines[lo:hi]), (start - lo, end - lo)))
+    return out
+
+
 class WorkspaceIndex:
-    """The texts of the workspace's source files by number, their keys (drafts/postings.py), and
-    line indices (drafts.LineIndex) of those a lookup asks for."""
+    """The workspace's source files in pieces, by number: their texts, their keys
+    (drafts/postings.py), and line indices (drafts.LineIndex) of those a lookup asks for."""
 
     def __init__(
         self,
@@ -72,19 +97,16 @@ class WorkspaceIndex:
         max_seconds: float = 30.0,
         exclude: Sequence[str] = (),
     ) -> None:
-        self.max_files = min(max_files, MAX_FILES)
+        self.max_files = max_files
         self.max_file_bytes = max_file_bytes
         self.max_bytes = max_bytes
         self.max_seconds = max_seconds
         self.exclude = tuple(exclude)
-        # by file number, compressed (a quarter of the memory; a lookup reads a few): None, removed
-        self._texts: list[bytes | None] = []
-        self._paths: list[Path] = []
-        self._numbers: dict[Path, int] = {}
-        self._kinds = np.zeros(0, dtype=np.int8)  # each file's suffix (_KINDS), 0 when removed
-        self._sizes: list[tuple[int, int]] = []  # by file number: (lines, characters)
-        self._lines = 0
-        self._bytes = 0
+        self._pieces: list[Piece | None] = []  # by number; None: free
+        self._kinds = np.zeros(0, dtype=np.int8)  # each piece's suffix (_KINDS), 0 when free
+        self._numbers: dict[Path, list[int]] = {}  # a file's pieces
+        self._sizes: dict[Path, tuple[int, int]] = {}  # a file's (lines, characters)
+        self._free: list[int] = []  # numbers of pieces gone, to reuse
         self._postings = Postings()
         self._rules: list[Rules] = []
         self._cache: OrderedDict[int, LineIndex] = OrderedDict()
@@ -107,12 +129,11 @@ class WorkspaceIndex:
         t0 = time.monotonic()
         roots = [f.resolve() for f in folders if f.is_dir()]
         rules = [rules_for(r, self.exclude) for r in roots]
-        texts: list[bytes | None] = []
-        paths: list[Path] = []
-        numbers: dict[Path, int] = {}
+        parts: list[Piece | None] = []
         kinds: list[int] = []
+        numbers: dict[Path, list[int]] = {}
+        sizes: dict[Path, tuple[int, int]] = {}
         keys = []
-        sizes: list[tuple[int, int]] = []
         skipped, stopped, total = Skipped(), None, 0
         for rule in rules:
             for path in walk(rule, skipped, cancel):
@@ -121,37 +142,39 @@ class WorkspaceIndex:
                     break
                 if path in numbers:
                     continue  # a symlink inside the root to a file already read
-                if len(texts) >= self.max_files or total >= self.max_bytes:
+                if len(numbers) >= self.max_files or total >= self.max_bytes:
                     skipped["over_budget"] += 1
                     continue
                 text, why = read_text(path, self.max_file_bytes)
                 if text is None:
                     skipped[why or "unreadable"] += 1
                     continue
-                numbers[path] = len(texts)
-                keys.append((len(texts), file_keys(text)))
-                texts.append(_pack(text))
-                paths.append(path)
-                kinds.append(_KINDS[path.suffix])
+                split = pieces(text)
+                if len(parts) + len(split) > MAX_FILES:
+                    skipped["over_budget"] += 1
+                    continue
+                numbers[path] = list(range(len(parts), len(parts) + len(split)))
+                for offset, piece, keep in split:
+                    keys.append((len(parts), file_keys(piece)))
+                    parts.append(Piece(path, offset, keep, _pack(piece)))
+                    kinds.append(_KINDS[path.suffix])
                 total += len(text)
-                sizes.append((text.count("\n") + 1, len(text)))
-                if report is not None and len(texts) % 200 == 0:
-                    report(len(texts))
+                sizes[path] = (text.count("\n") + 1, len(text))
+                if report is not None and len(numbers) % 200 == 0:
+                    report(len(numbers))
             if stopped is not None:
                 break
         if cancel is not None and cancel.is_set():
-            return len(texts)
+            return len(numbers)
         postings = Postings.build(keys)
         with self._lock:
-            self._texts, self._paths, self._numbers = texts, paths, numbers
+            self._pieces, self._numbers, self._sizes, self._free = parts, numbers, sizes, []
             self._kinds = np.asarray(kinds, dtype=np.int8)
             self._postings, self._rules = postings, rules
             self._cache, self._cached_lines = OrderedDict(), 0
-            self._sizes, self._bytes = sizes, total
-            self._lines = sum(n for n, _ in sizes)
             self.skipped, self.stopped, self.ready = skipped, stopped, True
             self.build_s = time.monotonic() - t0
-        return len(texts)
+        return len(numbers)
 
     # -- keeping it up to date ---------------------------------------------------------------------
     def covers(self, path: Path) -> bool:
@@ -172,38 +195,43 @@ class WorkspaceIndex:
         if text is None:
             self.remove(path)
             return False
-        keys = file_keys(text)
+        split = [(offset, piece, keep, file_keys(piece)) for offset, piece, keep in pieces(text)]
         with self._lock:
-            number = self._numbers.get(path)
-            if number is None:
-                live = len(self._numbers)
-                if live >= self.max_files or len(self._texts) >= MAX_FILES:
-                    return False
-                number = len(self._texts)
-                self._texts.append(None)
-                self._sizes.append((0, 0))
-                self._paths.append(path)
-                self._kinds = np.append(self._kinds, np.int8(0))
-                self._numbers[path] = number
-            self._set(number, _pack(text), _KINDS[path.suffix], text.count("\n") + 1, len(text))
-            self._postings.update(number, keys)
+            if path not in self._numbers and len(self._numbers) >= self.max_files:
+                return False
+            self._drop(path)
+            if len(self._pieces) - len(self._free) + len(split) > MAX_FILES:
+                return False
+            numbers = []
+            for offset, piece, keep, keys in split:
+                n = self._free.pop() if self._free else self._grow()
+                self._pieces[n] = Piece(path, offset, keep, _pack(piece))
+                self._kinds[n] = _KINDS[path.suffix]
+                self._postings.update(n, keys)
+                numbers.append(n)
+            self._numbers[path] = numbers
+            self._sizes[path] = (text.count("\n") + 1, len(text))
         return True
 
     def remove(self, path: Path) -> None:
         with self._lock:
-            number = self._numbers.pop(Path(os.path.realpath(path)), None)
-            if number is not None:
-                self._set(number, None, 0, 0, 0)
-                self._postings.update(number, None)
+            self._drop(Path(os.path.realpath(path)))
 
-    def _set(self, number: int, text: bytes | None, kind: int, lines: int, chars: int) -> None:
-        self._lines += lines - self._sizes[number][0]
-        self._bytes += chars - self._sizes[number][1]
-        self._sizes[number] = (lines, chars)
-        self._texts[number] = text
-        self._kinds[number] = kind
-        if (gone := self._cache.pop(number, None)) is not None:
-            self._cached_lines -= len(gone.lines)
+    def _grow(self) -> int:
+        self._pieces.append(None)
+        self._kinds = np.append(self._kinds, np.int8(0))
+        return len(self._pieces) - 1
+
+    def _drop(self, path: Path) -> None:
+        """Forget a file's pieces (under the lock)."""
+        for n in self._numbers.pop(path, ()):
+            self._pieces[n] = None
+            self._kinds[n] = 0
+            self._postings.update(n, None)
+            if (gone := self._cache.pop(n, None)) is not None:
+                self._cached_lines -= len(gone.lines)
+            self._free.append(n)
+        self._sizes.pop(path, None)
 
     # -- drafts ------------------------------------------------------------------------------------
     def drafts(self, uri: str, text: str, offset: int, limit: int = LIMIT) -> list[Draft]:
@@ -215,8 +243,8 @@ class WorkspaceIndex:
         cur = Cursor.at(text, offset)
         with self._lock:
             keep = self._kinds == kind
-            if own is not None and (mine := self._numbers.get(own)) is not None:
-                keep[mine] = False
+            for n in self._numbers.get(own, ()) if own is not None else ():
+                keep[n] = False
         count = int(keep.sum())
         if count == 0:
             return []
@@ -233,12 +261,15 @@ class WorkspaceIndex:
             if (cached := self._cache.get(number)) is not None:
                 self._cache.move_to_end(number)
                 return cached
-            text, path = self._texts[number], self._paths[number]
-        if text is None:
+            piece = self._pieces[number]
+        if piece is None:
             return None
-        index = LineIndex.build(str(path), "workspace", zlib.decompress(text).decode("utf-8"))
+        text = zlib.decompress(piece.text).decode("utf-8")
+        index = LineIndex.build(
+            str(piece.path), "workspace", text, keep=piece.keep, offset=piece.offset
+        )
         with self._lock:
-            if self._texts[number] is text and number not in self._cache:  # not changed meanwhile
+            if self._pieces[number] is piece and number not in self._cache:  # not changed since
                 self._cache[number] = index
                 self._cached_lines += len(index.lines)
                 while self._cached_lines > CACHED_LINES and len(self._cache) > 1:
@@ -250,8 +281,8 @@ class WorkspaceIndex:
             return {
                 "ready": self.ready,
                 "files": len(self._numbers),
-                "lines": self._lines,
-                "bytes": self._bytes,
+                "lines": sum(n for n, _ in self._sizes.values()),
+                "bytes": sum(c for _, c in self._sizes.values()),
                 "skipped": sum(self.skipped.values()),
                 "skipped_by": dict(sorted(self.skipped.items())),
                 "stopped": self.stopped,

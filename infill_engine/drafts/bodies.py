@@ -109,7 +109,8 @@ def bodies(
             )
             value = score(features, weights)
             if text not in found or value > found[text][0]:
-                where = f"{index.path}:{row + 2}" if index.path else f"line {row + 2}"
+                at = row + index.offset + 2
+                where = f"{index.path}:{at}" if index.path else f"line {at}"
                 found[text] = (value, Draft(text, index.source, value, where, features))
     out = []
     for text, (value, draft) in found.items():

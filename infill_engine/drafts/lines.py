@@ -85,15 +85,25 @@ class LineIndex:
     after_shape: dict[str, list[int]] = field(default_factory=dict)  # the same by shape()
     before_shape: dict[str, list[int]] = field(default_factory=dict)
     imports: dict[str, frozenset[str]] = field(default_factory=dict)  # import line -> its names
+    offset: int = 0  # the row of its file where these lines start (a piece of a long file)
     _sorted: list[str] | None = field(default=None, repr=False)  # by_text's keys, sorted
     _words: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)  # row -> words
 
     @classmethod
     def build(
-        cls, path: str, source: str, text: str, skip: tuple[int, int] | None = None
+        cls,
+        path: str,
+        source: str,
+        text: str,
+        skip: tuple[int, int] | None = None,
+        keep: tuple[int, int] | None = None,
+        offset: int = 0,
     ) -> LineIndex:
-        """Index `text`; rows in `skip` [lo, hi) are left out as candidates (the cursor's)."""
-        index = cls(path, source, text.split("\n"))
+        """Index `text`; rows in `skip` [lo, hi) are left out as candidates (the cursor's), and
+        with `keep` [lo, hi) only those rows are candidates (a piece of a file: the rest is
+        context). `offset`: the row of the file where `text` starts (for `where`)."""
+        index = cls(path, source, text.split("\n"), offset=offset)
+        lo, hi = keep if keep is not None else (0, len(index.lines))
         by_text: dict[str, list[int]] = defaultdict(list)
         after: dict[str, list[int]] = defaultdict(list)
         before: dict[str, list[int]] = defaultdict(list)
@@ -114,7 +124,7 @@ class LineIndex:
                 before[s].extend(pending)
                 before_shape[sh].extend(pending)
                 pending = []
-            if (skip is None or not skip[0] <= row < skip[1]) and _draftable(s):
+            if lo <= row < hi and (skip is None or not skip[0] <= row < skip[1]) and _draftable(s):
                 by_text[s].append(row)
                 if prev is not None:
                     after[prev].append(row)
@@ -428,7 +438,8 @@ def best_of(
         text = o.text[len(cur.typed) :]
         if cur.rest:
             text = text[: len(text) - len(cur.rest)]
-        where = f"{o.index.path}:{o.row + 1}" if o.index.path else f"line {o.row + 1}"
+        row = o.row + o.index.offset
+        where = f"{o.index.path}:{row + 1}" if o.index.path else f"line {row + 1}"
         out.append(Draft(text, o.index.source, value, where, o.features, votes[o.text]))
     return out
 

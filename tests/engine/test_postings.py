@@ -10,7 +10,7 @@ import numpy as np
 
 from infill_engine.drafts.lines import Cursor
 from infill_engine.drafts.postings import FILES, MERGE, Postings, cursor_keys, file_keys
-from lsp_server.workspace_index import WorkspaceIndex
+from lsp_server.workspace_index import MARGIN, PIECE_LINES, WorkspaceIndex
 
 PATTERN = "def load_{0}(db):\n    rows = db.query('{0}')\n    result = [dict(r) for r in rows]\n"
 HOLE = "def load_groups(db):\n    rows = db.query('groups')\n    \n    return result\n"
@@ -63,3 +63,18 @@ def test_a_large_workspace_drafts_from_at_most_files_files(tmp_path: Path) -> No
     assert found and found[0].text == "result = [dict(r) for r in rows]"
     assert found[0].where.endswith("users.py:3")
     assert 0 < len(index._cache) <= FILES  # only the files the keys picked were read
+
+
+def test_a_long_file_is_read_in_pieces_its_rows_counted_from_the_file(tmp_path: Path) -> None:
+    """A line past the first piece of a 2,000-line file is found, under its row in the file;
+    a lookup reads pieces, not whole files."""
+    filler = "".join(f"value_{j} = compute({j})\n" for j in range(1500))
+    (tmp_path / "long.py").write_text(filler + PATTERN.format("users") + filler[:10_000])
+    for i in range(2 * FILES):
+        (tmp_path / f"m{i}.py").write_text(_filler(i))
+    index = WorkspaceIndex()
+    index.build([tmp_path])
+    found = index.drafts((tmp_path / "groups.py").as_uri(), HOLE, CURSOR)
+    assert found and found[0].text == "result = [dict(r) for r in rows]"
+    assert found[0].where.endswith("long.py:1503")
+    assert max(len(i.lines) for i in index._cache.values()) <= PIECE_LINES + 2 * MARGIN
