@@ -14,21 +14,16 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from planted import ALNUM, token
 
 from infill_engine.finish import finish
 from infill_engine.finish.secrets import FILTERED, entropy, find
 
 RNG = random.Random(41)
-ALNUM = string.ascii_letters + string.digits
 
 
 def _rand(n: int, alphabet: str = ALNUM) -> str:
-    """n characters of `alphabet`, with a digit and a letter where it has both."""
-    mixed = any(c.isdigit() for c in alphabet) and any(c.isalpha() for c in alphabet)
-    while True:
-        s = "".join(RNG.choice(alphabet) for _ in range(n))
-        if not mixed or (any(c.isdigit() for c in s) and any(c.isalpha() for c in s)):
-            return s
+    return token(RNG, n, alphabet)
 
 
 TOKENS = {

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 MODEL = "mercury-coder"
 KEY = "sk-test-0123456789"
@@ -135,8 +135,16 @@ def _handler(standin: Standin) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class Serving(Protocol):
+    server: ThreadingHTTPServer
+
+
+S = TypeVar("S", bound=Serving)
+
+
 @contextmanager
-def running(standin: Standin) -> Iterator[Standin]:
+def running(standin: S) -> Iterator[S]:
+    """A stand-in's server on a thread while the block runs (every loopback stand-in's)."""
     thread = threading.Thread(target=standin.server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -16,12 +16,10 @@ import gzip
 import json
 import random
 import string
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, TypeVar
+from typing import Any
 
 MODEL = "hostile-coder"
 KEY = "sk-hostile-0123456789abcdef"
@@ -275,18 +273,3 @@ def _service_handler(service: Service) -> type[BaseHTTPRequestHandler]:
                 SERVICE_ANSWERS[service.mode](self)
 
     return Handler
-
-
-S = TypeVar("S", Hostile, Service)
-
-
-@contextmanager
-def running(standin: S) -> Iterator[S]:
-    thread = threading.Thread(target=standin.server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield standin
-    finally:
-        standin.server.shutdown()
-        standin.server.server_close()
-        thread.join(timeout=5)

@@ -116,6 +116,9 @@ SETTING_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "drafts.workspace": st.one_of(st.booleans(), st.none()),
     "drafts.maxFileBytes": st.integers(0, 1 << 27),
     "drafts.maxFiles": st.integers(-1, 2_000_000),
+    "drafts.maxBytes": st.integers(-1, 1 << 33),
+    "drafts.maxSeconds": st.one_of(st.floats(-1, 10_000), st.just("30")),
+    "drafts.exclude": st.one_of(st.lists(st.text(max_size=8), max_size=3), st.just("*.py")),
     "token": st.one_of(st.none(), st.text(max_size=20)),
     "serverPath": strings,
 }

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_standin import ANSWERS, FORGED, KEY, MODEL, SERVICE_ANSWERS, Hostile, Service, running
+from fim_standin import running
+from hostile_standin import ANSWERS, FORGED, KEY, MODEL, SERVICE_ANSWERS, Hostile, Service
 from lsp_client import StdioPeer, init_params
 
 from infill_engine import InfillParams

@@ -20,18 +20,14 @@ from typing import Any
 
 import pytest
 from lsp_client import inline, item_text, open_doc, start, status
+from planted import ALNUM, token
 from pytest_lsp import LanguageClient
 
 RNG = random.Random(20261205)
-ALNUM = string.ascii_letters + string.digits
 
 
 def _rand(n: int, alphabet: str = ALNUM) -> str:
-    """n characters of `alphabet`, with a digit and a letter where it has both."""
-    while True:
-        s = "".join(RNG.choice(alphabet) for _ in range(n))
-        if any(c.isdigit() for c in s) and any(c.isalpha() for c in s):
-            return s
+    return token(RNG, n, alphabet)
 
 
 GITHUB = "ghp_" + _rand(36)

@@ -19,6 +19,7 @@ from typing import Any
 import builtin_engine
 import httpx
 import pytest
+from planted import ALNUM, token
 from prometheus_client.parser import text_string_to_metric_families
 
 from infill_engine import Engine
@@ -28,15 +29,10 @@ from infill_engine.service import Service, ServiceThread, parse_address
 TOKEN = "secrets-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 RNG = random.Random(5122026)
-ALNUM = string.ascii_letters + string.digits
 
 
 def _rand(n: int, alphabet: str = ALNUM) -> str:
-    """n characters of `alphabet`, with a digit and a letter where it has both."""
-    while True:
-        s = "".join(RNG.choice(alphabet) for _ in range(n))
-        if any(c.isdigit() for c in s) and any(c.isalpha() for c in s):
-            return s
+    return token(RNG, n, alphabet)
 
 
 TOKENS = {
