@@ -6,10 +6,10 @@
   nothing hidden or ignored, bounded reads.
 - A budget for the whole build: `max_files`, `max_bytes` of text and `max_seconds`; what it left
   out is counted by reason (`status()`).
-- A lookup drafts from the files that hold the most of the cursor's keys (drafts/postings.py),
-  at most postings.FILES of them, each file's lines indexed when first asked for and kept in a
-  small cache: one lookup costs about the same in a two-million-line workspace as in a small
-  one.
+- Files are kept in pieces of PIECE_LINES lines (compressed). A lookup drafts from the pieces
+  that hold the most of the cursor's keys (drafts/postings.py), at most postings.FILES of them,
+  their lines indexed when first asked for and kept in a small cache: one lookup costs about
+  the same in a two-million-line workspace as in a small one.
 - Kept up to date one file at a time: `update` on a save or a watched-file change, `remove` on
   a deletion.
 - Drafts for a document never come from that document's copy on disk, which the editor's

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, field
 
 from .draft import Draft
+from .imports import code_names, imported_names
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|[^\sA-Za-z0-9_]")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -184,37 +185,6 @@ def shape(stripped: str) -> str:
     """A line with its string and number literals blanked: lines of the same shape do the
     same thing to other data (`rows = db.query('users')`, `rows = db.query('groups')`)."""
     return _LITERAL.sub("_", stripped)
-
-
-_IMPORT = re.compile(r"(?:from\s+\.*[\w.]*\s+)?import\s+\(?([^()#]+?)\)?\s*$")
-
-
-# Strings and comments, whichever starts first (so a `#` in a string and a quote in a comment
-# are what they are).
-_NOT_CODE = re.compile(
-    r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*'
-)
-
-
-def code_names(text: str) -> frozenset[str]:
-    """The names `text` uses as code: its identifiers outside comments and strings (a
-    docstring's `>>> import toolz` uses nothing)."""
-    return frozenset(_IDENT.findall(_NOT_CODE.sub(" ", text)))
-
-
-def imported_names(stripped: str) -> frozenset[str]:
-    """The names a one-line import binds (`import a.b`: a; `import a as b`: b; `from m import
-    x, y as z`: x and z); none for any other line, or a star import."""
-    if not stripped.startswith(("import ", "from ")) or not (m := _IMPORT.match(stripped)):
-        return frozenset()
-    names = set()
-    for part in m.group(1).split(","):
-        words = part.split()
-        if not words or words[0] == "*":
-            continue
-        name = words[-1] if len(words) == 3 and words[1] == "as" else words[0]
-        names.add(name if stripped.startswith("from ") or "as" in words else name.split(".")[0])
-    return frozenset(n for n in names if n.isidentifier())
 
 
 def _draftable(stripped: str) -> bool:

@@ -208,7 +208,7 @@ def test_a_body_draft_is_finished_with_its_lines() -> None:
 
 
 def test_imported_names_are_those_an_import_binds() -> None:
-    from infill_engine.drafts.lines import imported_names
+    from infill_engine.drafts.imports import imported_names
 
     assert imported_names("import a.b") == {"a"}
     assert imported_names("import a.b as c, d") == {"c", "d"}
