@@ -70,9 +70,10 @@ def cursor_keys(cur: Cursor) -> tuple[list[int], list[float]]:
 
     for near, weight in ((cur.prev, 2.0), (cur.next, 2.0), (cur.prev2, 1.0)):
         if near:
+            sh = shape(near)
             ask(_TEXT, near, weight)
-            ask(_TEXT, shape(near), weight / 2)  # a line without literals is its own shape
-            ask(_SHAPE, shape(near), weight / 2)
+            ask(_TEXT, sh, weight / 2)  # a line without literals is its own shape
+            ask(_SHAPE, sh, weight / 2)
     if cur.typed:
         k = max(p for p in PREFIXES if p <= len(cur.typed))
         ask(_START, cur.typed[:k], 1.0 + k / 8)
