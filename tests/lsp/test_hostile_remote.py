@@ -26,6 +26,7 @@ import pytest
 from fim_standin import running
 from hostile_standin import ANSWERS, FORGED, KEY, MODEL, SERVICE_ANSWERS, Hostile, Service
 from lsp_client import StdioPeer, init_params
+from procfs import rss_mib
 
 from infill_engine import InfillParams
 from lsp_server.engines import fim_remote, http_remote, untrusted
@@ -227,13 +228,6 @@ BOOT = (
     "from lsp_server.cli import main; sys.exit(main())"
 )
 URI = "file:///work/add.py"
-
-
-def rss_mib(pid: int, field: str = "VmRSS") -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no {field}")
 
 
 def reset_peak(pid: int) -> bool:

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import pytest
 from lsp_client import SERVER, StdioPeer, init_params
 from lsprotocol import converters
+from procfs import rss_mib
 
 from lsp_server import workspace_files
 from lsp_server.workspace_files import MAX_IGNORE_PATTERNS, REASONS, read_regular
@@ -441,10 +442,7 @@ class Peer(StdioPeer):
         return [v.get("message", "") for v in list(self.progress) if v.get("kind") == "end"]
 
     def rss_mib(self, field: str = "VmRSS") -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-        raise AssertionError(f"no {field}")
+        return rss_mib(self.proc.pid, field)
 
     def shutdown_s(self) -> float:
         """`shutdown`, its answer, `exit`: the seconds until the process is gone."""
