@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from lsp_client import inline, item_text, open_doc, start, status
+from lsp_client import change_doc, inline, item_text, open_doc, start, status
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
@@ -151,3 +151,41 @@ async def test_an_empty_body_is_offered_whole_when_asked_for(
     items = await inline(client, uri, 2, 8)
     assert items and item_text(items[0]) == BODY
     assert items[0].command is not None and items[0].command.arguments[0]["source"] == "workspace"
+
+
+ROLES = (
+    "def load_roles(db):\n"
+    "    rows = db.query('roles')\n"
+    "    result = [Role(**r) for r in rows]\n"
+    "    return result\n"
+    "\n\n"
+)
+BUFFER_LINE = "result = [Role(**r) for r in rows]"
+STALE = "result = 'stale copy on disk'"
+
+
+async def test_drafts_come_from_the_open_buffer_not_its_copy_on_disk(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """The editor's buffer has overtaken the file on disk: the disk copy of groups.py holds a
+    line at the hole that the buffer no longer has (STALE), and the buffer gained, by a
+    didChange after its didOpen, a function the disk copy lacks (BUFFER_LINE). An invoked
+    request offers the buffer's line, as a draft from the document itself, and never the disk
+    copy's line, although the index read that copy when it was built."""
+    (tmp_path / "pkg").mkdir()
+    groups = tmp_path / "pkg" / "groups.py"
+    groups.write_text(HOLE.replace("    \n", f"    {STALE}\n"))  # what was saved, long ago
+    # no other file: nothing in the workspace outranks the disk copy's line, which would be
+    # shown if it were a candidate (an invoked request shows two drafts under the gate)
+    settings = {**SETTINGS, "drafts": {"trustModel": None}, "completion": {"candidates": 8}}
+    await start(client, settings=settings, folders=[tmp_path])
+    assert (await _indexed(client))["files"] == 1  # groups.py's disk copy is in the index
+    uri = groups.as_uri()
+    open_doc(client, uri, HOLE)
+    change_doc(client, uri, 2, ROLES + HOLE)  # the hole moves down by ROLES's six lines
+    items = await inline(client, uri, 8, 4)
+    texts = [item_text(i) for i in items]
+    assert BUFFER_LINE in texts, texts
+    assert not any("stale" in t for t in texts), texts
+    ours = items[texts.index(BUFFER_LINE)].command
+    assert ours is not None and ours.arguments[0]["source"] == "document"
