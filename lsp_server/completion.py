@@ -2,14 +2,13 @@
 
 Order of work, cheapest first: language and size checks, then for automatic triggers the
 snooze (snooze.py) and the cursor inside a comment or string (cursor.py: nothing there), the
-typed-ahead cache, the debounce
-(automatic triggers only) with a staleness check after it, then the engine (backend.py): it
-plans the span (the hole's kind, span, stop rule and context budgets), cuts the context and
-fills the candidates, here or in the engine service; a newer request on the same document
-cancels an older one. Model output then goes through finish.py (the text
-steps, then the syntax check: nothing shown adds a syntax error), and is remembered for typing
-ahead. An automatic completion keeps to one line except where the planner saw an empty
-block or body (BODY_KINDS); an invoked one may run over several lines.
+typed-ahead cache, the debounce (automatic triggers only) with a staleness check after it.
+Then the one decision of what is shown (infill_engine/decide.py), which says first whether the
+model's fills could be shown at all: where they could not (an automatic trigger, an untrusted
+model), no model runs and the drafts alone are decided on. Else the engine (backend.py) plans
+the span, cuts the context and fills the candidates, here or in the engine service (a newer
+request on the same document cancels an older one), and the decision finishes, ranks and gates
+the fills with the drafts. What it chose is remembered for typing ahead.
 """
 
 from __future__ import annotations
@@ -20,20 +19,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from infill_engine.drafts import GATE, Draft, typed_before
-from infill_engine.drafts.rank import choose, finished
+from infill_engine.decide import Policy, Seen, decide, trusted
+from infill_engine.drafts import GATE, Draft, gather
+from infill_engine.finish import Around, Indent
 from infill_engine.scheduler import Priority
 
 from .crossfile import ChunkStore
 from .cursor import in_comment_or_string
 from .debounce import AdaptiveDebounce
 from .engines.backend import Backend, Superseded
-from .engines.engine_client import Hole
-from .finish import finish
+from .engines.engine_client import Filled, Hole
 from .options import Options, decode_params
-from .postprocess import Indent
 from .snooze import Snooze
-from .syntax import Around
 from .typeahead import TypeaheadCache
 from .workspace_index import WorkspaceIndex
 
@@ -49,10 +46,6 @@ class Ask:
     indent: Indent | None = None  # the editor's formatting options, when it sent them
 
 
-# Planned hole kinds (planner.kinds) where an automatic completion may run over several lines.
-BODY_KINDS = frozenset({"block_body", "function_body", "empty_body"})
-
-
 class Completer:
     def __init__(self, backend: Backend, log: Callable[[str], None]) -> None:
         self.backend = backend
@@ -66,6 +59,7 @@ class Completer:
         self.workspace: WorkspaceIndex | None = None  # the workspace's lines, for drafts
         self.sources: dict[str, int] = {}  # items shown, by source ("model", "document", ...)
         self._sources: dict[str, dict[str, str]] = {}  # uri -> the latest items' sources
+        self.drafted_only = 0  # requests decided on the drafts alone, with no model pass
 
     def configure(self, opts: Options) -> None:
         self.debounce.base_ms = opts.completion.debounce_ms
@@ -111,9 +105,15 @@ class Completer:
     def _limit(self, ask: Ask, opts: Options) -> int:
         return self.candidates(ask.invoked, opts)
 
+    def policy(self, ask: Ask, opts: Options) -> Policy:
+        """How this request is decided (decide.py). With drafts off the model's fills are all
+        there is, and they are shown as they were before drafts: trusted."""
+        setting, engine = opts.drafts.trust_model, opts.engine
+        trust = trusted(engine.model, engine.address is not None, setting)
+        gate = GATE if opts.drafts.gate is None else opts.drafts.gate
+        return Policy(not ask.invoked, trust or not opts.drafts.enabled, gate, ask.indent)
+
     async def _from_model(self, ask: Ask, opts: Options) -> list[str]:
-        cancel = threading.Event()
-        priority: Priority = "invoked" if ask.invoked else "automatic"
         ctx = opts.context
         budget = ctx.cross_file_tokens if ctx.cross_file else 0
         extra = self.crossfile.choose(ask.uri, ask.text, ask.offset, budget).extra if budget else ()
@@ -124,6 +124,42 @@ class Completer:
             found = tuple(
                 await asyncio.to_thread(self.workspace.drafts, ask.uri, ask.text, ask.offset)
             )
+        policy = self.policy(ask, opts)
+        if not policy.model_shown:
+            # None of the model's fills could be shown (an automatic trigger, an untrusted
+            # model): no model pass, the drafts alone, from the document and the chunks.
+            drafted = await asyncio.to_thread(gather, ask.text, ask.offset, extra, found)
+            chosen = decide([], drafted, Seen.whole(ask.text, ask.offset, ask.language_id), policy)
+            self.drafted_only += 1
+        else:
+            filled = await self._fill(ask, opts, extra, budget, found)
+            if filled is None:
+                return []
+            results = filled.results
+            self.debounce.record_latency(max(r.elapsed_ms for r in results))
+            # the context the model saw; the syntax check reads the whole document
+            before, after = ask.text[: ask.offset], ask.text[ask.offset :]
+            prefix, suffix = ask.text[filled.start : ask.offset], ask.text[ask.offset : filled.stop]
+            seen = Seen(Around(before, after), prefix, suffix, ask.language_id, filled.kind)
+            fills = [r.text for r in results]
+            chosen = decide(fills, filled.drafts if drafting else (), seen, policy)
+        for c in chosen[: self._limit(ask, opts)] if drafting else ():  # drafts' shown counts
+            self.sources[c.source] = self.sources.get(c.source, 0) + 1
+        self._sources[ask.uri] = {c.text: c.source for c in chosen}
+        return [c.text for c in chosen]
+
+    async def _fill(
+        self,
+        ask: Ask,
+        opts: Options,
+        extra: tuple[tuple[str, str], ...],
+        budget: int,
+        found: tuple[Draft, ...],
+    ) -> Filled | None:
+        """The model's fills of the hole, or None when a newer request took over or this one
+        was cancelled while it ran."""
+        cancel = threading.Event()
+        priority: Priority = "invoked" if ask.invoked else "automatic"
         hole = Hole(
             ask.text,
             ask.offset,
@@ -138,7 +174,7 @@ class Completer:
             extra=extra,
             extra_tokens=budget,
             drafts=found,
-            drafting=drafting,
+            drafting=opts.drafts.enabled,
         )
         if (old := self._inflight.get(ask.uri)) is not None:
             old.set()  # a newer request on this document: the older one stops at its next pass
@@ -146,44 +182,13 @@ class Completer:
         try:
             filled = await self.backend.fill(hole)
         except Superseded:
-            return []
+            return None
         finally:
             if self._inflight.get(ask.uri) is cancel:
                 del self._inflight[ask.uri]
-        results = filled.results
-        self.debounce.record_latency(max(r.elapsed_ms for r in results))
-        # The syntax check reads the whole document, not the model's trimmed window.
-        document = Around(ask.text[: ask.offset], ask.text[ask.offset :])
-        prefix, suffix = filled.context(hole)
-        one_line = not ask.invoked and filled.kind not in BODY_KINDS
-        fills: list[str] = []
-        for r in results:
-            if r.stop_reason == "cancelled":
-                return []
-            text = finish(
-                r.text,
-                prefix,
-                suffix,
-                ask.language_id,
-                document=document,
-                one_line=one_line,
-                indent=ask.indent,
-            )
-            if text and text not in fills:
-                fills.append(text)
-        if not drafting:
-            return fills
-        drafts = finished(filled.drafts, prefix, suffix, ask.language_id, document)
-        trust = opts.drafts.trust_model
-        if trust is None:
-            trust = opts.engine.model != "builtin" or opts.engine.address is not None
-        gate = GATE if opts.drafts.gate is None else opts.drafts.gate
-        typed = typed_before(ask.text, ask.offset)
-        chosen = choose(fills, drafts, not ask.invoked, gate, trust, typed=typed)
-        for c in chosen[: self._limit(ask, opts)]:
-            self.sources[c.source] = self.sources.get(c.source, 0) + 1
-        self._sources[ask.uri] = {c.text: c.source for c in chosen}
-        return [c.text for c in chosen]
+        if any(r.stop_reason == "cancelled" for r in filled.results):
+            return None
+        return filled
 
     def source_of(self, uri: str, text: str) -> str:
         """Where the latest completion of `uri` that gave `text` got it ("model" unless a draft

@@ -1,0 +1,132 @@
+"""What the user sees: the one step that turns the model's fills and the drafts into the texts
+an editor shows, best first. Every front calls it and none decides on its own: the language
+server's inline items (lsp_server/completion.py), `dllm-infill fill`, and the engine service's
+routes (the native call's `shown`, llama.cpp's `/infill`, OpenAI's `/v1/completions`).
+
+In order:
+1. Whether the model's fills can be shown at all (`Policy.model_shown`), known before the model
+   runs: an automatic trigger shows an untrusted model's fills never (drafts.rank), so a caller
+   that knows it skips the model pass and decides on the drafts alone.
+2. Every candidate is finished (finish/): the fills on the context the model saw, the drafts on
+   the document, both checked against the whole document, in the editor's indentation (given,
+   or read from the document), one line where the hole wants one. What the finish empties goes.
+3. The ranking and the gate (drafts.rank.choose): which drafts are sure enough to show unasked,
+   whether the model is trusted, the order for an invoked request.
+
+What the step reads travels with the hole (`Seen`): the document around the insertion, the
+context the model saw, the language and the planned kind; what is typed before the cursor is
+read from the document here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from .drafts.draft import Draft
+from .drafts.gate import GATE
+from .drafts.rank import Choice, choose
+from .finish import finish
+from .finish.postprocess import Indent
+from .finish.syntax import Around
+
+__all__ = ["BODY_KINDS", "Choice", "Policy", "Seen", "decide", "trusted"]
+
+# Planned hole kinds (planner.kinds) where an automatic completion may run over several lines.
+BODY_KINDS = frozenset({"block_body", "function_body", "empty_body"})
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The hole as the decision reads it. `document`: the whole text around the insertion (the
+    syntax check reads it: the model's context is cut to token budgets, often mid-string);
+    `prefix` and `suffix`: the context the model saw (the text steps read it); `kind`: the
+    planned hole kind ("" when nothing was planned)."""
+
+    document: Around
+    prefix: str
+    suffix: str
+    language_id: str
+    kind: str = ""
+
+    @classmethod
+    def whole(cls, text: str, offset: int, language_id: str, kind: str = "") -> Seen:
+        """A hole whose context is the whole document (no model ran, or it saw all of it)."""
+        before, after = text[:offset], text[offset:]
+        return cls(Around(before, after), before, after, language_id, kind)
+
+    @property
+    def typed(self) -> str:
+        """What is typed on the cursor's line before it, after the indentation (the gate reads
+        it)."""
+        before = self.document.before
+        return before[before.rfind("\n") + 1 :].lstrip(" \t")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How the caller asks. `automatic`: as the user types (else invoked: the user asked);
+    `trust_model`: the model's fills may be shown unasked, and agreeing with a draft counts
+    (`trusted`); `gate`: the drafts' confidence an automatic trigger needs (drafts.gate);
+    `indent`: the editor's indentation unit, when it sent one; `limit`: texts at most (0: all)."""
+
+    automatic: bool
+    trust_model: bool
+    gate: float = GATE
+    indent: Indent | None = None
+    limit: int = 0
+
+    @property
+    def model_shown(self) -> bool:
+        """Whether any fill of the model can be among what is shown: known before it runs."""
+        return self.trust_model or not self.automatic
+
+
+def trusted(model: str, remote: bool = False, setting: bool | None = None) -> bool:
+    """Whether a model's fills are shown unasked: the setting when there is one, else every
+    model but the builtin one (its fills are rarely right, docs/drafts.md), and an engine
+    elsewhere (it serves a model of its operator's choosing)."""
+    if setting is not None:
+        return setting
+    return remote or model != "builtin"
+
+
+def decide(
+    fills: Sequence[str], found: Sequence[Draft], seen: Seen, policy: Policy
+) -> list[Choice]:
+    """The texts to show, best first, each once: `fills` the model's raw texts (one per
+    candidate, best first), `found` the drafts, best first. Empty when nothing is worth
+    showing."""
+    one_line = policy.automatic and seen.kind not in BODY_KINDS
+    shown: list[str] = []
+    if policy.model_shown:
+        for raw in fills:
+            text = _finish(raw, seen, policy, one_line, seen.prefix, seen.suffix)
+            if text and text not in shown:
+                shown.append(text)
+    drafts: list[Draft] = []
+    for d in found:
+        # A line draft is the rest of the cursor's line and stays one line; a body keeps its
+        # lines. Finished on the document: a draft is not the model's, its context is all.
+        lone = "\n" not in d.text
+        text = _finish(d.text, seen, policy, lone, seen.document.before, seen.document.after)
+        if text:
+            drafts.append(replace(d, text=text))
+    chosen = choose(
+        shown, drafts, policy.automatic, policy.gate, policy.trust_model, typed=seen.typed
+    )
+    return chosen[: policy.limit] if policy.limit else chosen
+
+
+def _finish(
+    raw: str, seen: Seen, policy: Policy, one_line: bool, prefix: str, suffix: str
+) -> str | None:
+    return finish(
+        raw,
+        prefix,
+        suffix,
+        seen.language_id,
+        document=seen.document,
+        one_line=one_line,
+        indent=policy.indent,
+    )
