@@ -305,15 +305,11 @@ def _serve_ray(a: argparse.Namespace, address: Address, token: str | None) -> in
     return 0
 
 
-# Subcommands other packages add (`bench-lsp` from lsp_server), found through entry points so
-# that nothing in infill_engine imports them.
-PLUGIN_GROUP = "dllm_infill.commands"
-
-# One line each for `dllm-infill --help`, without importing the modules (torch) behind them; a
-# plugin's line is the first line of its module's docstring.
+# One line each for `dllm-infill --help`, without importing the modules (torch) behind them.
 COMMANDS = {
     "fill": "fill the hole at a line and column of a file, and print the completion",
     "bench": "NFE and wall time of the decode and cache combinations against the baseline",
+    "bench-lsp": "what the language server adds on top of the engine",
     "serve": "one engine for many editors: msgpack on a Unix socket or TCP, or HTTP",
     "bench-serve": "1, 4 and 16 clients against one engine: batching against one at a time",
     "bench-ray": "replicas on a local Ray Serve cluster: scale, a killed replica, a wedged one",
@@ -323,31 +319,45 @@ COMMANDS = {
     "eval-infill": "held-out accuracy against baselines, HumanEval-Infilling pass@1",
     "eval-crossfile": "holes that need another file, filled with and without its context",
 }
-ORDER = ("fill", "bench", "serve", "bench-serve", "bench-ray", "models", "check", "train",
-         "eval-infill", "eval-crossfile")  # fmt: skip
+ORDER = ("fill", "bench", "bench-lsp", "serve", "bench-serve", "bench-ray", "models", "check",
+         "train", "eval-infill", "eval-crossfile")  # fmt: skip
+
+# The commands the lab runs (lab/, the dllm-infill-lab distribution, package dllm_lab): each
+# one's module there, whose `main(argv)` it is. None of it ships in the runtime wheel.
+LAB = {
+    "bench": "bench",
+    "bench-lsp": "bench_lsp",
+    "bench-serve": "bench_serve",
+    "bench-ray": "bench_ray",
+    "train": "train",
+    "eval-infill": "evaluate",
+    "eval-crossfile": "eval_crossfile",
+}
 
 
-def _plugins() -> dict[str, Any]:
-    from importlib.metadata import entry_points
+def lab(cmd: str, argv: list[str]) -> int:
+    """Run a lab command: its module in dllm_lab, imported only now (torch, the lab's own
+    dependencies); one line and exit status 2 where the lab is not installed."""
+    import importlib
 
-    return {ep.name: ep for ep in entry_points(group=PLUGIN_GROUP)}
-
-
-def _plugin_line(entry: Any) -> str:
-    """The first line of the plugin module's docstring, without its "`dllm-infill NAME`: "."""
     try:
-        doc = sys.modules[entry.load().__module__].__doc__ or ""
-    except Exception:  # a broken plugin still gets listed; running it shows its own error
-        return ""
-    line = doc.strip().split("\n")[0]
-    line = line.split("`: ", 1)[1] if line.startswith("`") and "`: " in line else line
-    return line.rstrip(".")
+        import dllm_lab  # noqa: F401
+    except ModuleNotFoundError as e:
+        if e.name != "dllm_lab":  # the lab is there; something it imports is not
+            raise
+        print(
+            f"dllm-infill {cmd}: the lab is a separate distribution (dllm-infill-lab): "
+            "pip install -e lab/ from a checkout",
+            file=sys.stderr,
+        )
+        return 2
+    run: Callable[[list[str]], int] = importlib.import_module(f"dllm_lab.{LAB[cmd]}").main
+    return run(argv)
 
 
-def usage(plugins: dict[str, Any]) -> str:
+def usage() -> str:
     """`dllm-infill --help`: every subcommand with what it does."""
     rows = [(name, COMMANDS[name]) for name in ORDER]
-    rows[2:2] = [(name, _plugin_line(plugins[name])) for name in sorted(plugins)]
     width = max(len(name) for name, _ in rows)
     lines = [
         "usage: dllm-infill COMMAND [options]   (dllm-infill COMMAND --help for its options)",
@@ -356,58 +366,34 @@ def usage(plugins: dict[str, Any]) -> str:
         "",
         "commands:",
         *(f"  {name.ljust(width)}  {line}".rstrip() for name, line in rows),
+        "",
+        "bench*, train and eval-*: the lab, a distribution of its own (pip install -e lab/)",
     ]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    plugins = _plugins()
     if argv[:1] in (["-h"], ["--help"]):
-        print(usage(plugins))
+        print(usage())
         return 0
     if not argv:
-        print(usage(plugins), file=sys.stderr)
+        print(usage(), file=sys.stderr)
         return 2
-    if argv[0] not in COMMANDS and argv[0] not in plugins:
-        known = ", ".join([*ORDER[:2], *sorted(plugins), *ORDER[2:]])
+    if argv[0] not in COMMANDS:
+        known = ", ".join(ORDER)
         print(f"dllm-infill: unknown command {argv[0]!r}; one of {known}", file=sys.stderr)
         return 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "fill":
         return fill(rest)
-    if cmd == "bench":
-        from .lab.bench import main as bench_main
-
-        return bench_main(rest)
     if cmd == "serve":
         return serve(rest)
-    if cmd == "bench-serve":
-        from .lab.bench_serve import main as bench_serve_main
-
-        return bench_serve_main(rest)
-    if cmd == "bench-ray":
-        from .lab.bench_ray import main as bench_ray_main
-
-        return bench_ray_main(rest)
     if cmd in ("models", "check"):
         from . import cli_models
 
         return cli_models.models(rest) if cmd == "models" else cli_models.check(rest)
-    if cmd in plugins:
-        run: Callable[[list[str]], int] = plugins[cmd].load()
-        return run(rest)
-    if cmd == "train":
-        from .lab.train import main as train_main
-
-        return train_main(rest)
-    if cmd == "eval-crossfile":
-        from .lab.eval_crossfile import main as crossfile_main
-
-        return crossfile_main(rest)
-    from .lab.evaluate import main as eval_main
-
-    return eval_main(rest)
+    return lab(cmd, rest)
 
 
 if __name__ == "__main__":
