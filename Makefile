@@ -8,11 +8,12 @@ STAMP  := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml lab/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch==2.13.0 is the CPU wheel; a bare "torch" would pull a multi-GB CUDA build.
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	# the lab (lab/: training, evaluation, benchmarks) is a distribution of its own
+	$(PY) -m pip install -q -e '.[dev]' -e ./lab
 	touch $(STAMP)
 
 # Prints the completion as an editor shows it (finished and syntax-checked against the file);
@@ -21,8 +22,8 @@ demo: $(STAMP)
 	$(VENV)/bin/dllm-infill fill examples/drafts.py --line 8 --col 5
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check infill_engine lsp_server grammars tests
-	$(VENV)/bin/ruff format --check infill_engine lsp_server grammars tests
+	$(VENV)/bin/ruff check infill_engine lsp_server grammars lab tests
+	$(VENV)/bin/ruff format --check infill_engine lsp_server grammars lab tests
 	$(VENV)/bin/mypy
 
 test: lint
@@ -48,7 +49,7 @@ editor-test: $(STAMP)
 # Replicas on Ray Serve (tests/deploy) on a local Ray cluster on this machine's CPUs: installs
 # the ray extra into the venv (the default install stays without it), then runs them (~2 min).
 ray-test: $(STAMP)
-	$(PY) -m pip install -q -e '.[dev,ray]'
+	$(PY) -m pip install -q -e '.[dev,ray]' -e ./lab
 	$(PY) -c "import ray.serve"  # asked for: fail here rather than skip every test
 	$(PY) -m pytest -q -m ray tests/deploy
 

@@ -1,6 +1,7 @@
 """The code's shape, checked: no import circle between the project's modules (imports inside
-functions count too: a lazy import that dodges a circle is still one), and no source file
-outside lab/ over 450 lines."""
+functions count too: a lazy import that dodges a circle is still one), no source file of the
+runtime over 450 lines (the lab, lab/dllm_lab, is offline tooling), and the runtime imports the
+lab nowhere but in the command line's lab commands."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("infill_engine", "lsp_server", "grammars")
+RUNTIME = ("infill_engine", "lsp_server", "grammars")  # the dllm-infill wheel
+LAB = ROOT / "lab"  # the dllm-infill-lab distribution: lab/dllm_lab
+# package -> the folder that holds it
+PACKAGES = {**{pkg: ROOT for pkg in RUNTIME}, "dllm_lab": LAB}
 
 
 def modules() -> dict[str, Path]:
     out = {}
-    for pkg in PACKAGES:
-        for f in (ROOT / pkg).rglob("*.py"):
-            parts = f.relative_to(ROOT).with_suffix("").parts
+    for pkg, base in PACKAGES.items():
+        for f in (base / pkg).rglob("*.py"):
+            parts = f.relative_to(base).with_suffix("").parts
             out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
     return out
 
@@ -87,20 +91,32 @@ def test_the_checker_finds_a_circle() -> None:
     graph = import_graph()
     assert "infill_engine.request" in graph["infill_engine.scheduler"]  # it reads real imports
     assert "infill_engine.lexer" in graph["infill_engine.stop"]  # `from . import lexer`
+    assert "infill_engine.engine" in graph["dllm_lab.bench"]  # it sees the lab too
 
 
 def test_no_import_circle() -> None:
     assert circles(import_graph()) == []
 
 
-MAX_LINES = 450  # a file past this holds more than one concept; lab/ is offline tooling
+def test_the_runtime_imports_the_lab_only_in_its_lab_commands() -> None:
+    """The runtime wheel runs without the lab installed: only infill_engine.cli names it (and
+    imports it inside its lab commands, with a word where it is absent)."""
+    importers = {
+        mod
+        for mod, targets in import_graph().items()
+        if not mod.startswith("dllm_lab") and any(t.startswith("dllm_lab") for t in targets)
+    }
+    assert importers == {"infill_engine.cli"}
 
 
-def test_no_source_file_outside_lab_is_over_the_limit() -> None:
+MAX_LINES = 450  # a file past this holds more than one concept; the lab is offline tooling
+
+
+def test_no_source_file_of_the_runtime_is_over_the_limit() -> None:
     sizes = {
         str(path.relative_to(ROOT)): len(path.read_text().splitlines())
         for path in modules().values()
-        if "lab" not in path.relative_to(ROOT).parts
+        if not path.is_relative_to(LAB)
     }
     assert len(sizes) > 50  # it sees the project
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}

@@ -45,7 +45,11 @@ def named(line: str) -> tuple[tuple[str, ...], list[str]] | None:
             if name == "dllm-infill-ls" and sub != ["stats"]:
                 sub = []
             return (name, *sub), [w.split("=")[0] for w in rest if w.startswith("-")]
-        ours = len(rest) > 1 and rest[1].split(".")[0] in ("infill_engine", "lsp_server")
+        ours = len(rest) > 1 and rest[1].split(".")[0] in (
+            "infill_engine",
+            "lsp_server",
+            "dllm_lab",
+        )
         if name.startswith("python") and rest[:1] == ["-m"] and ours:
             return ("-m", rest[1]), [w.split("=")[0] for w in rest[2:] if w.startswith("-")]
     return None
@@ -64,7 +68,7 @@ def test_every_command_and_flag_the_readme_names_exists() -> None:
             call, flags = found
             wanted.setdefault(call, {}).update({f: line for f in flags})
     assert ("dllm-infill", "fill") in wanted and ("dllm-infill-ls", "stats") in wanted, wanted
-    assert ("-m", "infill_engine.lab.span_calibrate") in wanted
+    assert ("-m", "dllm_lab.span_calibrate") in wanted
     with ThreadPoolExecutor(4) as pool:
         helps = dict(zip(wanted, pool.map(help_text, wanted), strict=True))
     for call, flags in wanted.items():

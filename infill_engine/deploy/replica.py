@@ -30,7 +30,7 @@ class WedgedReplica(RuntimeError):
 @serve.ingress()
 class InfillReplica:
     """`loader` makes the engine (default `load_engine`); it is pickled with the deployment, so
-    a test or a bench can hand in its own (infill_engine/lab/faults.py)."""
+    a test or a bench can hand in its own (lab/dllm_lab/faults.py)."""
 
     def __init__(self, spec: ReplicaSpec, loader: Loader | None = None) -> None:
         engine = (loader or load_engine)(spec)

@@ -6,7 +6,7 @@ nothing of the competition: a line scored 5 with nothing near it is much surer t
 5 beside another scored 4.9. The gate reads the whole list: the best score, its margin over the
 second, how many drafts there are, what is typed on the line, the best draft's length, how many
 occurrences vote for it, and the features of its best occurrence. A logistic model of those,
-fitted on standard-library holes (`python -m infill_engine.lab.calibrate_drafts FOLDER...
+fitted on standard-library holes (`python -m dllm_lab.calibrate_drafts FOLDER...
 --fit-gate`; docs/drafts.md has its curve on held-out code), never on the code it is measured on.
 
 An automatic trigger shows the best draft when its confidence is at least the gate

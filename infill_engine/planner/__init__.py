@@ -18,7 +18,7 @@ It is the one owner of these decisions; the language server, the CLI and the eva
 The initial length comes from the same file: the token lengths of nearby lines at the cursor's
 indentation (line kinds) or of sibling bodies found by the grammar's queries (`grammars/<lang>/
 functions.scm`, `blocks.scm`), times a ratio per kind from `assets/span_table.json`. That table
-is written by `python -m infill_engine.lab.span_calibrate` from holes cut in the training corpus,
+is written by `python -m dllm_lab.span_calibrate` from holes cut in the training corpus,
 not tuned by hand. With no evidence in the file, the table's default length for the kind is used.
 A language without a grammar is planned from its lines alone.
 

@@ -36,23 +36,25 @@ from typing import Any, cast
 import torch
 from tqdm import tqdm
 
-from .. import load
-from ..engine import Engine
-from ..models import DiffusionTransformer, ModelArgs
-from ..models.shapes import SHAPES, parameter_count, shape_args
-from ..params import CacheMode, DecodePolicy, InfillParams
-from ..quantize import QUANTIZE_MODES, quantize_model, weight_bytes
-from ..request import InfillRequest
+import infill_engine
+from infill_engine import load
+from infill_engine.engine import Engine
+from infill_engine.models import DiffusionTransformer, ModelArgs
+from infill_engine.models.shapes import SHAPES, parameter_count, shape_args
+from infill_engine.params import CacheMode, DecodePolicy, InfillParams
+from infill_engine.quantize import QUANTIZE_MODES, quantize_model, weight_bytes
+from infill_engine.request import InfillRequest
+
 from . import pass_timing
 
 BASELINE = ("fixed", "none")
 CACHES = ("none", "prefix", "dual", "dual+x")  # +x: the exact mode of speculate.py
 # A fixed sample, so that figures taken on different days fill the same hole (it once was
 # runner.py, whose hole moved with every edit of the runner); a wheel without the repo's
-# examples/ falls back to a source that ships with the package.
+# examples/ falls back to a source that ships with infill_engine.
 SAMPLE = Path(__file__).parents[2] / "examples" / "bench_sample.py"
 if not SAMPLE.is_file():
-    SAMPLE = Path(__file__).parents[1] / "runner.py"
+    SAMPLE = Path(infill_engine.__file__).parent / "runner.py"
 
 
 @dataclass(frozen=True)

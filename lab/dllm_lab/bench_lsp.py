@@ -32,7 +32,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
 
-SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "bench_sample.py"
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "bench_sample.py"
 
 
 def _plain(value: Any) -> Any:

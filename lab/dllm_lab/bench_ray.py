@@ -30,9 +30,10 @@ from typing import Any
 
 import httpx
 
-from ..deploy.spec import APPLICATION, DEPLOYMENT, ReplicaSpec, Scaling
-from ..service.front import WEDGED_S
-from ..service.metrics import nearest_rank
+from infill_engine.deploy.spec import APPLICATION, DEPLOYMENT, ReplicaSpec, Scaling
+from infill_engine.service.front import WEDGED_S
+from infill_engine.service.metrics import nearest_rank
+
 from .bench_serve import BENCH_HOLES, native_ask
 from .faults import FaultyLoader
 
@@ -158,7 +159,7 @@ class Cluster:
     ) -> None:
         from ray import serve
 
-        from ..deploy.app import build_app
+        from infill_engine.deploy.app import build_app
 
         spec = ReplicaSpec(token=self.token, threads=1, wedged_s=wedged_s)
         scaling = Scaling(
@@ -338,8 +339,8 @@ def ingress(cluster: Cluster, clients: int, params: dict[str, Any], seconds: flo
     replica and straight to the same HTTP front under uvicorn in this process."""
     import torch
 
-    from .. import load
-    from ..service import Service, ServiceThread, parse_address
+    from infill_engine import load
+    from infill_engine.service import Service, ServiceThread, parse_address
 
     cluster.deploy(1)
     cluster.warm(1, params)

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from ..service.metrics import nearest_rank
+from infill_engine.service.metrics import nearest_rank
 
 BENCH_HOLES = [
     ("def add(a, b):\n    return ", "\n"),
@@ -71,7 +71,7 @@ class _Client:
     """One benchmark client: the msgpack client, or an HTTP client keeping its connection."""
 
     def __init__(self, address: str, token: str | None) -> None:
-        from ..service import ServiceClient
+        from infill_engine.service import ServiceClient
 
         self.native = token is not None
         self.http: Any = None
@@ -110,9 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     import contextlib
     import tempfile
 
-    from .. import load
-    from ..models.shapes import SHAPES
-    from ..service import Address, Service, ServiceThread, parse_address
+    from infill_engine import load
+    from infill_engine.models.shapes import SHAPES
+    from infill_engine.service import Address, Service, ServiceThread, parse_address
+
     from .bench import shaped_engine
 
     ap = argparse.ArgumentParser(

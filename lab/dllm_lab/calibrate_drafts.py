@@ -1,7 +1,7 @@
 """Fit the drafts' weights and their gate, and read the gate's curve, on holes of folders of
 your choice.
 
-    python -m infill_engine.lab.calibrate_drafts FOLDER [FOLDER ...] [--holes 150] [--fit]
+    python -m dllm_lab.calibrate_drafts FOLDER [FOLDER ...] [--holes 150] [--fit]
         [--fit-gate]
 
 Each folder is a package: single-line holes are cut from its Python files (lab/holes.py:
@@ -27,13 +27,14 @@ from dataclasses import astuple, dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 
-from ..drafts import candidates, gather
-from ..drafts.draft import Draft
-from ..drafts.gate import FEATURES, GATE_MODEL, Gate
-from ..drafts.gate import features as gate_features
-from ..drafts.lines import WEIGHTS, Cursor, LineIndex, Occurrence, Weights, occurrences
-from ..drafts.rank import finished
-from ..finish.syntax import Around
+from infill_engine.drafts import candidates, gather
+from infill_engine.drafts.draft import Draft
+from infill_engine.drafts.gate import FEATURES, GATE_MODEL, Gate
+from infill_engine.drafts.gate import features as gate_features
+from infill_engine.drafts.lines import WEIGHTS, Cursor, LineIndex, Occurrence, Weights, occurrences
+from infill_engine.drafts.rank import finished
+from infill_engine.finish.syntax import Around
+
 from .holes import Hole, holes
 
 
@@ -181,7 +182,7 @@ def curve(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m infill_engine.lab.calibrate_drafts",
+    ap = argparse.ArgumentParser(prog="python -m dllm_lab.calibrate_drafts",
                                  description=__doc__.split("\n\n")[0])  # fmt: skip
     ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--holes", type=int, default=150, help="holes of each kind per folder")

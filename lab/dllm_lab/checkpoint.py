@@ -20,8 +20,9 @@ import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
 
-from ..models.common import DiffusionTransformer
-from ..models.dream import checkpoint_key, parse_qwen2_args
+from infill_engine.models.common import DiffusionTransformer
+from infill_engine.models.dream import checkpoint_key, parse_qwen2_args
+
 from .recipe import ModelSpec, TrainConfig
 from .tokenizer_build import DELETE_TOKEN, END_TOKEN, EXPAND_TOKEN, MASK_TOKEN, save_tokenizer
 
@@ -146,7 +147,7 @@ def warm_start(
     of the returned recipe are the directory's, so the two always agree; the schedule, seed and
     corpus stay those of `cfg`. Raises ValueError for a directory this trainer did not write.
     """
-    from ..loader import load_model_dir
+    from infill_engine.loader import load_model_dir
 
     meta_path = init / "training_meta.json"
     if not meta_path.is_file():

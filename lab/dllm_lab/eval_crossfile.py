@@ -185,9 +185,9 @@ class Config:
 
 
 def _fill(engine: Any, hole: Hole, extra: Sequence[tuple[str, str]], cfg: Config) -> Any:
-    from ..hole import Hole as Ask
-    from ..hole import prepare
-    from ..params import InfillParams
+    from infill_engine.hole import Hole as Ask
+    from infill_engine.hole import prepare
+    from infill_engine.params import InfillParams
 
     span = max(1, min(cfg.max_span, len(engine.encode(hole.middle))))
     ask = Ask(
@@ -207,9 +207,8 @@ def _fill(engine: Any, hole: Hole, extra: Sequence[tuple[str, str]], cfg: Config
 
 
 def evaluate(cfg: Config) -> dict[str, Any]:
+    from infill_engine import load
     from lsp_server.crossfile import ChunkStore
-
-    from .. import load
 
     t0 = time.perf_counter()
     engine = load(cfg.model, device="cpu")  # first: a bad --model fails before the corpus walk

@@ -1,6 +1,6 @@
 """Drafts on and off through the language server, on a repository of your choice.
 
-    python -m infill_engine.lab.eval_drafts REPO [REPO ...] [--holes 100] [--json OUT]
+    python -m dllm_lab.eval_drafts REPO [REPO ...] [--holes 100] [--json OUT]
 
 For each repository: single-line holes are cut from its source files (tests left out), half a
 whole statement removed (the cursor on the blank line at its indentation), half a line cut
@@ -192,10 +192,11 @@ def humaneval(model: str, limit: int | None) -> dict[str, float]:
     """HumanEval-Infilling single-line, no workspace: pass@1 of what an invoked request shows,
     the model's fill finished as the editor does, with the problem's own drafts ranked with it
     and without."""
-    from .. import InfillParams, load, planner
-    from ..drafts import GATE, gather, typed_before
-    from ..drafts.rank import choose, finished
-    from ..finish import finish
+    from infill_engine import InfillParams, load, planner
+    from infill_engine.drafts import GATE, gather, typed_before
+    from infill_engine.drafts.rank import choose, finished
+    from infill_engine.finish import finish
+
     from .humaneval import DEFAULT_DATA, read_humaneval
     from .sandbox import run_sandboxed
 
@@ -224,7 +225,7 @@ def _pct(x: float | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m infill_engine.lab.eval_drafts",
+    ap = argparse.ArgumentParser(prog="python -m dllm_lab.eval_drafts",
                                  description=__doc__.split("\n\n")[0])  # fmt: skip
     ap.add_argument("repos", nargs="*", type=Path, help="repository folders (Python)")
     ap.add_argument("--holes", type=int, default=100, help="holes per repository")

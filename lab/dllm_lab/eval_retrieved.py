@@ -1,7 +1,7 @@
 """Retrieved snippets as context (RepoCoder's way) against drafts as completions, on a
 repository of your choice.
 
-    python -m infill_engine.lab.eval_retrieved REPO [REPO ...] [--holes 100] [--lines 8]
+    python -m dllm_lab.eval_retrieved REPO [REPO ...] [--holes 100] [--lines 8]
 
 Drafts (drafts/) can serve a hole two ways: shown as the completion themselves (ranked and
 gated, docs/drafts.md), or placed before the prefix as retrieved context so that the model
@@ -28,8 +28,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..drafts import Draft
-from ..drafts.lines import LineIndex
+from infill_engine.drafts import Draft
+from infill_engine.drafts.lines import LineIndex
+
 from .eval_drafts import repo_holes
 
 WAYS = ("none", "retrieved", "random")
@@ -79,13 +80,13 @@ def snippets(
 
 
 def evaluate(engine: Any, root: Path, n: int, seed: int, top: int, lines: int) -> dict[str, Any]:
-    from .. import drafts
-    from ..drafts.lines import Cursor, candidates
-    from ..drafts.rank import finished
-    from ..finish import finish
-    from ..finish.syntax import Around
-    from ..hole import Hole, prepare
-    from ..params import InfillParams
+    from infill_engine import drafts
+    from infill_engine.drafts.lines import Cursor, candidates
+    from infill_engine.drafts.rank import finished
+    from infill_engine.finish import finish
+    from infill_engine.finish.syntax import Around
+    from infill_engine.hole import Hole, prepare
+    from infill_engine.params import InfillParams
 
     files = _workspace(root)
     rng = random.Random(seed)
@@ -117,7 +118,7 @@ def evaluate(engine: Any, root: Path, n: int, seed: int, top: int, lines: int) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m infill_engine.lab.eval_retrieved",
+    ap = argparse.ArgumentParser(prog="python -m dllm_lab.eval_retrieved",
                                  description=__doc__.split("\n\n")[0])  # fmt: skip
     ap.add_argument("repos", nargs="+", type=Path, help="repository checkouts")
     ap.add_argument("--holes", type=int, default=100, help="holes per repository")
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="write the figures here too")
     a = ap.parse_args(argv)
-    from .. import load
+    from infill_engine import load
 
     engine = load(a.model, device="cpu")
     report = {}

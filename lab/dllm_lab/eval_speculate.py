@@ -1,7 +1,7 @@
 """Guessed states and drafts inside decoding (speculate.py), against plain decoding, on a
 repository of your choice.
 
-    python -m infill_engine.lab.eval_speculate REPO [REPO ...] [--holes 60] [--lookahead 4]
+    python -m dllm_lab.eval_speculate REPO [REPO ...] [--holes 60] [--lookahead 4]
 
 Single-line holes are cut from each repository's non-test Python files (lab/eval_drafts.py's
 `repo_holes`). Each hole is prepared as the service prepares a call (plan, context, drafts from
@@ -27,8 +27,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..params import InfillParams, InfillResult, SpeculateMode
-from ..request import InfillRequest
+from infill_engine.params import InfillParams, InfillResult, SpeculateMode
+from infill_engine.request import InfillRequest
+
 from .eval_drafts import KINDS, repo_holes
 
 MODES: tuple[SpeculateMode, ...] = ("off", "exact", "fast")
@@ -68,7 +69,7 @@ def prepared(
     engine: Any, root: Path, n: int, seed: int, kinds: Sequence[str] = KINDS
 ) -> list[tuple[InfillRequest, str]]:
     """Each hole's first row as the service builds it (with the file's drafts), and its truth."""
-    from ..hole import Hole, prepare
+    from infill_engine.hole import Hole, prepare
 
     out = []
     params = InfillParams(min_tokens=1, speculate="fast")
@@ -112,7 +113,7 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m infill_engine.lab.eval_speculate")
+    ap = argparse.ArgumentParser(prog="python -m dllm_lab.eval_speculate")
     ap.add_argument("repos", nargs="+", type=Path, help="repository checkouts")
     ap.add_argument("--holes", type=int, default=60, help="holes per repository")
     ap.add_argument("--lookahead", type=int, default=4, help="guesses per row and pass")
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="write the rows here")
     a = ap.parse_args(argv)
-    from .. import load
+    from infill_engine import load
 
     engine = load(a.model, device="cpu")
     report: dict[str, Any] = {}

@@ -215,7 +215,7 @@ def _vocab(engine: Any) -> dict[str, int] | None:
 
 
 def _params(span: int, threshold: float | None) -> Any:
-    from .. import InfillParams
+    from infill_engine import InfillParams
 
     return InfillParams(
         span=span, decode="threshold", threshold=threshold, cache="dual", min_tokens=1
@@ -248,7 +248,7 @@ def humaneval_pass(
 
 
 def evaluate(cfg: EvalConfig) -> dict[str, Any]:
-    from .. import load
+    from infill_engine import load
 
     torch.manual_seed(cfg.seed)
     t0 = time.monotonic()

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..deploy.spec import ReplicaSpec, load_engine
-from ..engine import Engine
+from infill_engine.deploy.spec import ReplicaSpec, load_engine
+from infill_engine.engine import Engine
 
 
 @dataclass(frozen=True)

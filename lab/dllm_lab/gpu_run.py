@@ -1,5 +1,5 @@
 """One prepared training run of the builtin model on one accelerator, in one command:
-`python -m infill_engine.lab.gpu_run --out DIR --device cuda --minutes 8`.
+`python -m dllm_lab.gpu_run --out DIR --device cuda --minutes 8`.
 
 Owns the run, not the recipe: it builds the corpus from the Python installation of the machine it
 runs on (corpus.py's rules: stdlib and every site-packages directory, no tests, no vendored
@@ -37,14 +37,16 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ..models.common import DiffusionTransformer
+import infill_engine
+from infill_engine.models.common import DiffusionTransformer
+
 from .checkpoint import build_model, save_model
 from .corpus import SourceFile, site_packages_roots, split_corpus
 from .recipe import CorpusSpec, Schedule, TrainConfig
 from .sampler import Batch, Sampler
 from .train import ar_loss, descend, diffusion_loss, lr_at
 
-BUILTIN = Path(__file__).resolve().parents[1] / "assets" / "builtin"
+BUILTIN = Path(infill_engine.__file__).resolve().parent / "assets" / "builtin"
 SHARD_BYTES = 15 * 2**20  # each weight file under 16 MiB
 SAVE_RESERVE_S = 15.0  # kept back from the budget for each stage's last checkpoint (at most)
 
@@ -311,7 +313,7 @@ def _record(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m infill_engine.lab.gpu_run", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m dllm_lab.gpu_run", description=__doc__)
     ap.add_argument("--out", type=Path, required=True, help="model dir to write (DIR/ar too)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--minutes", type=float, default=8.0, help="whole command, corpus included")

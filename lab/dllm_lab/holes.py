@@ -24,8 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import grammars
-
-from ..stop import indent_width
+from infill_engine.stop import indent_width
 
 HOLE_KINDS = ("line", "expression", "statement", "function_body", "block_body", "empty_body")
 _WORD = re.compile(r"\w+|[^\w\s]")

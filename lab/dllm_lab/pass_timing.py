@@ -26,8 +26,8 @@ from functools import partial
 
 import torch
 
-from ..cache import KVCache
-from ..models import DiffusionTransformer
+from infill_engine.cache import KVCache
+from infill_engine.models import DiffusionTransformer
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,8 @@ import torch
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from ..context import Tokens, build_extra
+from infill_engine.context import Tokens, build_extra
+
 from .checkpoint import dreamon_ids, special_ids
 from .corpus import SourceFile
 from .recipe import Schedule

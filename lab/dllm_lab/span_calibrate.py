@@ -1,6 +1,6 @@
 """Calibrate the span planner on the training corpus, and measure it with no model at all.
 
-`python -m infill_engine.lab.span_calibrate` cuts holes of every kind from training-corpus
+`python -m dllm_lab.span_calibrate` cuts holes of every kind from training-corpus
 files (lab/holes.py), asks the planner for each hole's evidence (the same-file length its span
 scales with), and writes `infill_engine/assets/span_table.json`: per planned kind, the median
 and the 97th percentile of true/evidence, and of the true length in characters for holes with
@@ -9,7 +9,7 @@ no evidence. Nothing in the table is set by hand.
 `planner_accuracy` is the planner's score on holes it never saw: the share of holes whose true
 token length is at most `max_span`, and the median planned/true ratio, per language and kind.
 
-`python -m infill_engine.lab.span_calibrate --measure` computes it on files the table was not
+`python -m dllm_lab.span_calibrate --measure` computes it on files the table was not
 calibrated on: the Python corpus's held-out split, and sources of the seven other languages
 that happen to be on this machine (`local_sources`; nothing is downloaded). It also times
 `plan()` at cursors spread over 5,000-line files, with the parsed tree the language server
@@ -37,7 +37,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .. import planner
+from infill_engine import planner
+
 from .holes import HOLE_KINDS, Hole, holes
 
 Encode = Callable[[str], list[int]]
@@ -135,7 +136,7 @@ def _quantile(xs: Sequence[float], q: float) -> float:
 
 def encoder(model: str) -> Encode:
     """A model directory's tokenizer as a plain encode function (no weights are loaded)."""
-    from ..loader import load_tokenizer, resolve_model_dir
+    from infill_engine.loader import load_tokenizer, resolve_model_dir
 
     tok = load_tokenizer(resolve_model_dir(model))
 
@@ -516,7 +517,7 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m infill_engine.lab.span_calibrate")
+    ap = argparse.ArgumentParser(prog="python -m dllm_lab.span_calibrate")
     ap.add_argument("--model", default="builtin", help="its tokenizer counts the tokens")
     ap.add_argument("--files", type=int, default=300, help="training files to cut holes from")
     ap.add_argument("--per-kind", type=int, default=3)
@@ -564,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         observed.append((hole, p, true))
     kinds = calibrate(observed)
     table = {
-        "about": "written by python -m infill_engine.lab.span_calibrate; do not edit by hand",
+        "about": "written by python -m dllm_lab.span_calibrate; do not edit by hand",
         "source": f"{len(files)} training files of the Python corpus, {len(cut)} holes",
         "kinds": kinds,
     }

@@ -26,8 +26,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .. import planner
-from ..params import InfillParams, InfillResult
+from infill_engine import planner
+from infill_engine.params import InfillParams, InfillResult
+
 from .holes import Hole
 from .humaneval import PassStats, humaneval_holes, read_humaneval
 from .sandbox import run_sandboxed

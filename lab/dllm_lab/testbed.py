@@ -2,7 +2,7 @@
 through the language server with the repository open as its workspace, each fill judged by the
 repository's own tests.
 
-    python -m infill_engine.lab.testbed REPO [--holes 30] [--json OUT]
+    python -m dllm_lab.testbed REPO [--holes 30] [--json OUT]
 
 Holes are single lines (lab/holes.py: `statement`, `line`) of the source files that have a test
 file named after them (`test_<module>.py`, anywhere in the repository). A hole is kept only when
@@ -88,7 +88,7 @@ def telling_holes(root: Path, n: int, seed: int) -> list[tuple[Path, Hole, Path]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m infill_engine.lab.testbed",
+    ap = argparse.ArgumentParser(prog="python -m dllm_lab.testbed",
                                  description=__doc__.split("\n\n")[0])  # fmt: skip
     ap.add_argument("repo", type=Path, help="a Python repository with pytest tests")
     ap.add_argument("--holes", type=int, default=30)

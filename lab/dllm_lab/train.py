@@ -31,7 +31,9 @@ from tokenizers import Tokenizer
 from torch import Tensor
 from tqdm import tqdm
 
-from ..models.common import DiffusionTransformer
+import infill_engine
+from infill_engine.models.common import DiffusionTransformer
+
 from .checkpoint import build_model, save_model, warm_start
 from .corpus import SourceFile, split_corpus
 from .recipe import Schedule, TrainConfig
@@ -225,7 +227,7 @@ def descend(model: DiffusionTransformer, opt: torch.optim.Optimizer, loss: Tenso
     opt.step()
 
 
-PACKAGE = Path(__file__).resolve().parents[1]  # infill_engine/: the shipped model lives in it
+PACKAGE = Path(infill_engine.__file__).resolve().parent  # the shipped model lives in it
 
 
 def inside_package(out: Path) -> bool:
@@ -236,7 +238,7 @@ def inside_package(out: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="dllm-infill train", description=__doc__.split("\n")[0])
-    ap.add_argument("--config", type=Path, default=None, help="default: lab/train_config.json")
+    ap.add_argument("--config", type=Path, default=None, help="default: dllm_lab/train_config.json")
     ap.add_argument("--out", type=Path, required=True, help="the model directory to write")
     ap.add_argument(
         "--overwrite-builtin",

@@ -1,4 +1,4 @@
-"""How noisy is the diffusion gradient? `python -m infill_engine.lab.variance --model DIR`.
+"""How noisy is the diffusion gradient? `python -m dllm_lab.variance --model DIR`.
 
 For a trained model dir, draws the same number of batches with stratified and with iid mask
 levels t and reports, for each, the mean squared distance of the batch gradients from their mean
@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..loader import load_model_dir
+from infill_engine.loader import load_model_dir
+
 from .recipe import TrainConfig
 from .sampler import Sampler
 from .train import corpus_files, diffusion_loss

@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dllm_lab.bench_ray import ask, wait_for
+from dllm_lab.faults import FaultyLoader
 from infill_engine.deploy.spec import ReplicaSpec
-from infill_engine.lab.bench_ray import ask, wait_for
-from infill_engine.lab.faults import FaultyLoader
 from infill_engine.service import Service, ServiceThread, parse_address
 
 TOKEN = "health-token"

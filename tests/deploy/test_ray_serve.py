@@ -2,7 +2,7 @@
 builtin model, on this machine's CPUs: the HTTP API through Serve's proxy, the language server
 pointed at it, a replica killed under load, a wedged replica replaced by its health check, and a
 client that hangs up freeing its rows inside the replica. The scenarios are bench-ray's
-(infill_engine/lab/bench_ray.py), at a smaller load; the faults are lab/faults.py's.
+(lab/dllm_lab/bench_ray.py), at a smaller load; the faults are lab/faults.py's.
 
 Needs the ray extra (`make ray-test` installs it); skipped without it."""
 
@@ -19,8 +19,8 @@ pytest.importorskip("ray.serve")
 from lsp_client import GREET, StdioPeer, init_params
 from pygls.protocol import default_converter
 
-from infill_engine.lab import bench_ray
-from infill_engine.lab.bench_ray import Cluster, replica_ids
+from dllm_lab import bench_ray
+from dllm_lab.bench_ray import Cluster, replica_ids
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

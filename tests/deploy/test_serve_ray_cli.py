@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from infill_engine.lab.bench_ray import free_port
+from dllm_lab.bench_ray import free_port
 
 CLI = [sys.executable, "-m", "infill_engine.cli", "serve", "--ray"]
 

@@ -91,7 +91,7 @@ def test_simple_hole_fills_with_parseable_code(engine: Engine, prefix: str, suff
 def test_masked_tokens_are_predicted_far_above_frequency(engine: Engine) -> None:
     """What v2 does deliver, guarded: on held-out windows it predicts masked tokens at several
     times the unigram baseline (measured: 43.1 % against 3.4-5.3 % at ratio 0.15)."""
-    from infill_engine.lab.evaluate import (
+    from dllm_lab.evaluate import (
         heldout_texts,
         mask_positions,
         masked_accuracy,
@@ -145,8 +145,8 @@ def test_cached_decoding_agrees_with_no_cache(engine: Engine, cache: str) -> Non
     Agreement is per position, so one early flip shifts the rest of a fill. Measured on the
     stage-5 model: dual [1, 1, 0.64, 0.4, 0.25, 1] (mean 0.71), prefix [1, 1, 1, 0.4, 0.25,
     0.71] (mean 0.73); the bound asks for half the fills identical and a mean of 0.6."""
-    from infill_engine.lab.bench import agreement
-    from infill_engine.lab.evaluate import heldout_lines, heldout_texts
+    from dllm_lab.bench import agreement
+    from dllm_lab.evaluate import heldout_lines, heldout_texts
 
     holes = heldout_lines(heldout_texts(), 6, seed=1)
     scores = []

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import ROOT
 
-from infill_engine.cli import split_at
+from infill_engine.cli import LAB, main, split_at
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -132,6 +132,19 @@ def test_help_lists_every_subcommand_with_what_it_does() -> None:
     assert unknown.returncode == 2 and "unknown command 'fil'" in unknown.stderr
 
 
+@pytest.mark.parametrize("cmd", sorted(LAB))
+def test_a_lab_command_without_the_lab_is_one_line(
+    cmd: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lab (lab/, dllm_lab) is a distribution of its own: where it is not installed, its
+    commands say where it is instead of failing in an import."""
+    monkeypatch.setitem(sys.modules, "dllm_lab", None)  # `import dllm_lab` fails as if absent
+    assert main([cmd, "--help"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"dllm-infill {cmd}: the lab is a separate")
+    assert "pip install -e lab/" in err
+
+
 def test_a_span_past_the_models_positions_is_one_line(tmp_path: Path) -> None:
     """The builtin model has 384 positions: a span of 400 passes the 512 bound of the
     parameters and once failed inside the scheduler with a traceback."""
@@ -211,7 +224,7 @@ def test_bench_warms_every_configuration_before_timing_any(dream_engine: Any) ->
     """Each configuration fills once, untimed, before the first timed row: the baseline, timed
     first, once paid for the first calls of every code path (3.19x and 26.85x for the same
     dual row in two runs)."""
-    from infill_engine.lab import bench
+    from dllm_lab import bench
 
     calls: list[tuple[int, str, str]] = []
     real = dream_engine.run

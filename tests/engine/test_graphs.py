@@ -122,7 +122,7 @@ def test_cpu_engines_never_capture(dream_engine: Engine) -> None:
 def test_bench_compares_graphed_rows_with_an_eager_twin(
     dream_engine: Engine, graphs: WindowGraphs
 ) -> None:
-    from infill_engine.lab import bench
+    from dllm_lab import bench
 
     rows = bench.run(dream_engine, [24], block_size=8, thresholds=[1.0], context=24)
     assert [r.cache for r in rows] == ["none", "none", "prefix/g", "dual", "dual/g", "dual+x/g"]

@@ -11,8 +11,8 @@ import pytest
 import torch
 from conftest import ROOT
 
-from infill_engine.lab import pass_timing
-from infill_engine.lab.bench import random_engine
+from dllm_lab import pass_timing
+from dllm_lab.bench import random_engine
 from infill_engine.models import DiffusionTransformer
 from infill_engine.models.shapes import SHAPES, parameter_count, shape_args
 
@@ -96,7 +96,7 @@ def test_bench_shape_needs_random_init() -> None:
 
 
 def test_bench_serve_shape_options_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
-    from infill_engine.lab.bench_serve import main
+    from dllm_lab.bench_serve import main
 
     assert main(["--layers", "2"]) == 2
     assert "--layers needs --shape" in capsys.readouterr().err

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from dllm_lab.holes import holes
 from infill_engine import Engine, InfillParams, InfillRequest, load, speculate
 from infill_engine.graphs import WindowGraphs
-from infill_engine.lab.holes import holes
 
 LIB = Path(random.__file__).parent
 FILES = [LIB / "textwrap.py", LIB / "json" / "encoder.py"]  # code none of the models trained on

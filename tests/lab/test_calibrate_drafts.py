@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from dllm_lab.calibrate_drafts import cases, curve, fit, fit_gate, main, objective
 from infill_engine.drafts.gate import GATE_MODEL
 from infill_engine.drafts.lines import WEIGHTS
-from infill_engine.lab.calibrate_drafts import cases, curve, fit, fit_gate, main, objective
 
 BLOCK = (
     "def load_{0}(db, key):\n"

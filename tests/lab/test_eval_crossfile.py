@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from infill_engine.lab.corpus import is_held_out
-from infill_engine.lab.eval_crossfile import crossfile_holes
+from dllm_lab.corpus import is_held_out
+from dllm_lab.eval_crossfile import crossfile_holes
 
 SIBLING = "".join(f"# filler {i}\n" for i in range(100)) + "def frobnicate(x):\n    return x\n"
 USER = (

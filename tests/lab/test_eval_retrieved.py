@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from dllm_lab.eval_retrieved import evaluate, snippets
 from infill_engine import load
 from infill_engine.drafts import Draft
 from infill_engine.drafts.lines import LineIndex
-from infill_engine.lab.eval_retrieved import evaluate, snippets
 
 BLOCK = (
     "def load_{0}(db, key):\n"

@@ -1,4 +1,4 @@
-"""The eval-infill harness: sandbox, HumanEval reading, baselines (infill_engine.lab)."""
+"""The eval-infill harness: sandbox, HumanEval reading, baselines (dllm_lab)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from infill_engine.lab.evaluate import (
+from dllm_lab.evaluate import (
     DEFAULT_DATA,
     format_table,
     heldout_bodies,
@@ -20,7 +20,7 @@ from infill_engine.lab.evaluate import (
     read_humaneval,
     unigram_accuracy,
 )
-from infill_engine.lab.sandbox import run_sandboxed
+from dllm_lab.sandbox import run_sandboxed
 
 
 def test_sandbox_pass_fail_timeout() -> None:
@@ -154,9 +154,9 @@ class _Scripted:
 
 
 def test_exact_match_and_pass_at_1_arithmetic() -> None:
-    from infill_engine.lab.evaluate import EvalConfig, exact_match, humaneval_pass
-    from infill_engine.lab.holes import Hole
-    from infill_engine.lab.humaneval import humaneval_holes
+    from dllm_lab.evaluate import EvalConfig, exact_match, humaneval_pass
+    from dllm_lab.holes import Hole
+    from dllm_lab.humaneval import humaneval_holes
 
     holes = [
         Hole.cut("a = ", "1 + 2\n", "\n", "line"),  # right, trailing whitespace aside
@@ -205,7 +205,7 @@ class _Oracle:
 
 
 def test_masked_accuracy_arithmetic() -> None:
-    from infill_engine.lab.evaluate import masked_accuracy
+    from dllm_lab.evaluate import masked_accuracy
 
     windows = torch.tensor([[2, 3, 4, 5, 6, 7], [8, 9, 10, 11, 12, 2]])
     pos = mask_positions(windows, 0.5, seed=3)
@@ -219,9 +219,9 @@ def test_span_eval_fills_the_same_holes_four_ways() -> None:
     """`eval-infill --task`: every setting fills every hole; the oracle's span is the middle's
     token length, the fixed span is the given one, and the scores are what the sandbox and the
     exact match say (a canonical solution passes, and a planted right answer is an exact match)."""
+    from dllm_lab.holes import Hole
+    from dllm_lab.span_eval import SETTINGS, corpus_holes, format_task, run_task, score
     from infill_engine import load
-    from infill_engine.lab.holes import Hole
-    from infill_engine.lab.span_eval import SETTINGS, corpus_holes, format_task, run_task, score
 
     text = "".join(f"def f{i}(x):\n    y = x + {i}\n    return y * 2\n\n\n" for i in range(8))
     holes = corpus_holes("single-line", [text], 3, seed=0)

@@ -1,4 +1,4 @@
-"""The prepared accelerator run (infill_engine.lab.gpu_run), end to end on the CPU at toy scale."""
+"""The prepared accelerator run (dllm_lab.gpu_run), end to end on the CPU at toy scale."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
-from infill_engine import load
-from infill_engine.lab.checkpoint import build_model, save_model
-from infill_engine.lab.corpus import (
+from dllm_lab.checkpoint import build_model, save_model
+from dllm_lab.corpus import (
     VENDOR_DIR_NAMES,
     SourceFile,
     is_held_out,
@@ -22,7 +21,7 @@ from infill_engine.lab.corpus import (
     split_corpus,
     stdlib_root,
 )
-from infill_engine.lab.gpu_run import (
+from dllm_lab.gpu_run import (
     BUILTIN,
     SHARD_BYTES,
     Run,
@@ -32,9 +31,10 @@ from infill_engine.lab.gpu_run import (
     tokenize_parallel,
     train_stage,
 )
-from infill_engine.lab.recipe import CorpusSpec, TrainConfig
-from infill_engine.lab.sampler import Sampler
-from infill_engine.lab.train import ar_loss, diffusion_loss
+from dllm_lab.recipe import CorpusSpec, TrainConfig
+from dllm_lab.sampler import Sampler
+from dllm_lab.train import ar_loss, diffusion_loss
+from infill_engine import load
 from infill_engine.params import InfillParams
 
 MIB16 = 16 * 2**20
@@ -50,7 +50,7 @@ TOY = [
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gpu_run") / "model"
-    cmd = [sys.executable, "-m", "infill_engine.lab.gpu_run", "--out", str(out), *TOY]
+    cmd = [sys.executable, "-m", "dllm_lab.gpu_run", "--out", str(out), *TOY]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "[ar] step 1  loss" in done.stdout and "[diffusion] step 1  loss" in done.stdout

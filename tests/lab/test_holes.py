@@ -9,15 +9,15 @@ import ast
 import random
 from pathlib import Path
 
-import infill_engine.lab
-from infill_engine.lab.corpus import is_held_out
-from infill_engine.lab.eval_crossfile import crossfile_holes
-from infill_engine.lab.evaluate import heldout_bodies, heldout_lines
-from infill_engine.lab.holes import Hole, holes
-from infill_engine.lab.humaneval import humaneval_holes
-from infill_engine.lab.span_eval import corpus_holes
+import dllm_lab
+from dllm_lab.corpus import is_held_out
+from dllm_lab.eval_crossfile import crossfile_holes
+from dllm_lab.evaluate import heldout_bodies, heldout_lines
+from dllm_lab.holes import Hole, holes
+from dllm_lab.humaneval import humaneval_holes
+from dllm_lab.span_eval import corpus_holes
 
-LAB = Path(infill_engine.lab.__file__).parent
+LAB = Path(dllm_lab.__file__).parent
 HOLE_FIELDS = {"prefix", "suffix", "middle"}
 TEXT = "".join(f"def f{i}(x):\n    y = x + {i}\n    return y * 2\n\n\n" for i in range(8))
 

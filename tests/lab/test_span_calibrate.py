@@ -1,4 +1,4 @@
-"""`python -m infill_engine.lab.span_calibrate --measure`, run as a user runs it."""
+"""`python -m dllm_lab.span_calibrate --measure`, run as a user runs it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def test_measure_counts_long_files_without_a_sequence_length_warning(tmp_path: P
     table = "TABLE = [" + ", ".join(str(i * 7919) for i in range(400)) + "]\n\n"
     (tmp_path / "long.py").write_text(funcs + table + funcs)
     p = subprocess.run(
-        [sys.executable, "-m", "infill_engine.lab.span_calibrate", "--measure", "--sources",
+        [sys.executable, "-m", "dllm_lab.span_calibrate", "--measure", "--sources",
          str(tmp_path), "--speed-positions", "0"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip

@@ -8,8 +8,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from infill_engine.lab.eval_drafts import ask_all, repo_holes
-from infill_engine.lab.testbed import broken, find_tests, passes, telling_holes
+from dllm_lab.eval_drafts import ask_all, repo_holes
+from dllm_lab.testbed import broken, find_tests, passes, telling_holes
 
 SOURCE = """def double(x):
     y = x

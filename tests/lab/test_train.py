@@ -1,4 +1,4 @@
-"""Training loop, recipe, sampler, corpus selection and split (infill_engine.lab)."""
+"""Training loop, recipe, sampler, corpus selection and split (dllm_lab)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from dllm_lab.corpus import SourceFile, is_held_out, iter_sources, split_corpus
+from dllm_lab.recipe import TrainConfig
+from dllm_lab.sampler import Sampler
+from dllm_lab.tokenizer_build import train_tokenizer
+from dllm_lab.train import PACKAGE, ar_loss, inside_package, train
 from infill_engine import load
-from infill_engine.lab.corpus import SourceFile, is_held_out, iter_sources, split_corpus
-from infill_engine.lab.recipe import TrainConfig
-from infill_engine.lab.sampler import Sampler
-from infill_engine.lab.tokenizer_build import train_tokenizer
-from infill_engine.lab.train import PACKAGE, ar_loss, inside_package, train
 from infill_engine.loader import BUILTIN_DIR
 
 CODE = (
@@ -159,7 +159,7 @@ def test_ar_loss_is_next_token_prediction_under_a_causal_mask() -> None:
     torch.manual_seed(0)
     files = tiny_files()
     tok = train_tokenizer((f.text for f in files), 320)
-    from infill_engine.lab.checkpoint import build_model
+    from dllm_lab.checkpoint import build_model
 
     model = build_model(tiny_config().model, tok).eval()
     ids = torch.randint(4, 320, (2, 12))
@@ -207,7 +207,7 @@ def test_warm_start_rejects_a_foreign_dir(tmp_path: Path) -> None:
 def test_site_packages_source_dedups_and_never_leaks_held_out_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infill_engine.lab import corpus
+    from dllm_lab import corpus
 
     std, site = tmp_path / "std", tmp_path / "site"
     texts = {f"m{i}.py": f"x{i} = {i}\n" * 60 for i in range(200)}
@@ -253,8 +253,8 @@ def test_row_mix_and_loss_weights(monkeypatch: pytest.MonkeyPatch) -> None:
         assert 1 <= span <= tiny_config().train.max_span
         assert int(where.max() - where.min()) < span
     # the loss is the weighted sum over masked positions only
-    from infill_engine.lab.checkpoint import build_model
-    from infill_engine.lab.train import diffusion_loss, shifted_logits
+    from dllm_lab.checkpoint import build_model
+    from dllm_lab.train import diffusion_loss, shifted_logits
 
     torch.manual_seed(0)
     model = build_model(tiny_config().model, tok)

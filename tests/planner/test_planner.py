@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import grammars
+from dllm_lab import span_calibrate
+from dllm_lab.holes import HOLE_KINDS, holes
 from infill_engine import planner
-from infill_engine.lab import span_calibrate
-from infill_engine.lab.holes import HOLE_KINDS, holes
 from infill_engine.request import PREFIX_TOKENS, SUFFIX_TOKENS
 from lsp_server.trees import IncrementalTree
 

@@ -429,7 +429,7 @@ def test_metrics_count_what_was_served(served: Any) -> None:
 
 
 def test_bench_serve_compares_the_fronts_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
-    from infill_engine.lab.bench_serve import main
+    from dllm_lab.bench_serve import main
 
     argv = ["--compare", "fronts", "--clients", "1,2", "--requests", "2", "--repeat", "1"]
     assert main([*argv, "--json"]) == 0

@@ -541,7 +541,7 @@ def test_bench_serve_measures_both_settings_side_by_side(
 ) -> None:
     import json
 
-    from infill_engine.lab.bench_serve import main
+    from dllm_lab.bench_serve import main
 
     assert main(["--clients", "2", "--requests", "2", "--repeat", "1", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)

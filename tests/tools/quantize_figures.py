@@ -114,8 +114,8 @@ def builtin_agreement(n: int, device: str) -> None:
 def dream_7b(device: str) -> None:
     """Each row built, timed and dropped in turn (one 7B-wide network in memory at a time);
     the pass times are the fastest of `time_passes`' medians over three rounds."""
-    from infill_engine.lab.bench import shaped_engine
-    from infill_engine.lab.pass_timing import Ceilings, time_passes
+    from dllm_lab.bench import shaped_engine
+    from dllm_lab.pass_timing import Ceilings, time_passes
 
     print(f"\nrandom dream-7b shape, 2 layers, device {device}")
     print(
