@@ -248,15 +248,6 @@ class Scheduler:
             self._cond.notify_all()
         return ticket
 
-    def resize(self, max_batch: int) -> None:
-        """Take up to `max_batch` rows from the next step on (a bench compares sizes on one
-        scheduler); rows already running past it finish where they are."""
-        if max_batch < 1:
-            raise ValueError("max_batch must be >= 1")
-        with self._cond:
-            self.max_batch = max_batch
-            self._cond.notify_all()
-
     def cancel(self, ticket: Ticket) -> bool:
         """Cancel a request: a queued one never starts (its future raises `Cancelled` now), a
         running one leaves its batch before its next step (its result has stop_reason

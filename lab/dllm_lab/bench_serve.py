@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from infill_engine.service.metrics import nearest_rank
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from infill_engine import load
     from infill_engine.models.shapes import SHAPES
+    from infill_engine.scheduler import Scheduler
     from infill_engine.service import Address, Service, ServiceThread, parse_address
 
     from .bench import shaped_engine
@@ -163,38 +165,63 @@ def main(argv: list[str] | None = None) -> int:
     token = "bench-token" if fronts else None
     # (clients, setting) -> latencies, tokens, wall seconds, row-steps, steps; summed over repeats
     runs: dict[tuple[int, Any], list[Any]] = {}
-    # one service on the engine's one scheduler: batching resizes it between runs, and the
-    # fronts share it, as they do in `dllm-infill serve`
-    engine.scheduler(max_queue=max(64, 2 * max(clients)), max_batch=a.max_batch)
-    service = Service(engine, "bench", token)
-    scheduler = service.scheduler
-    with tempfile.TemporaryDirectory(prefix="dllm-bench-") as tmp, contextlib.ExitStack() as stack:
-        addresses: dict[Any, str] = {}
-        for front in ("msgpack", "http") if fronts else ("msgpack",):
-            if front == "http":
-                address = parse_address("http://127.0.0.1:0")
-            else:
-                address = Address("unix", path=f"{tmp}/bench.sock")
-            bound = str(stack.enter_context(ServiceThread(service, address)).bound)
-            addresses[front] = bound
-            with _Client(bound, token) as warm:
-                warm.fill(BENCH_HOLES[0], params)
+    max_queue = max(64, 2 * max(clients))
+    served = 0
+
+    @contextlib.contextmanager
+    def serving(
+        max_batch: int, names: tuple[str, ...], folder: str
+    ) -> Iterator[tuple[Scheduler, dict[str, str]]]:
+        """A service on the engine's scheduler, made with `max_batch` rows, on the fronts
+        named (msgpack on a Unix socket in `folder`), each warmed with one fill: (its
+        scheduler, front -> address). On leaving, the service shuts down and closes that
+        scheduler, so that the next one is made afresh with its own size (an engine's scheduler
+        is sized once)."""
+        nonlocal served
+        engine.scheduler(max_queue=max_queue, max_batch=max_batch)
+        service = Service(engine, "bench", token)
+        addresses: dict[str, str] = {}
+        try:
+            with contextlib.ExitStack() as stack:
+                for front in names:
+                    served += 1
+                    if front == "http":
+                        address = parse_address("http://127.0.0.1:0")
+                    else:
+                        address = Address("unix", path=f"{folder}/bench-{served}.sock")
+                    bound = str(stack.enter_context(ServiceThread(service, address)).bound)
+                    addresses[front] = bound
+                    with _Client(bound, token) as warm:
+                        warm.fill(BENCH_HOLES[0], params)
+                yield service.scheduler, addresses
+        finally:
+            service.shutdown()
+
+    def timed(n: int, setting: Any, scheduler: Scheduler, address: str) -> None:
+        before = scheduler.stats()
+        lat, tok, wall = _bench_clients(address, n, a.requests, params, token)
+        after = scheduler.stats()
+        run = runs.setdefault((n, setting), [[], 0, 0.0, 0, 0])
+        run[0] += lat
+        run[1] += tok
+        run[2] += wall
+        run[3] += after["row_steps"] - before["row_steps"]
+        run[4] += after["steps"] - before["steps"]
+
+    with tempfile.TemporaryDirectory(prefix="dllm-bench-") as tmp:
         # the settings alternate, so that a change in the machine's load hits each
-        for n in clients:
-            for _ in range(a.repeat):
-                for setting in settings:
-                    if not fronts:
-                        scheduler.resize(int(setting))
-                    address_text = addresses[setting if fronts else "msgpack"]
-                    before = scheduler.stats()
-                    lat, tok, wall = _bench_clients(address_text, n, a.requests, params, token)
-                    after = scheduler.stats()
-                    run = runs.setdefault((n, setting), [[], 0, 0.0, 0, 0])
-                    run[0] += lat
-                    run[1] += tok
-                    run[2] += wall
-                    run[3] += after["row_steps"] - before["row_steps"]
-                    run[4] += after["steps"] - before["steps"]
+        if fronts:  # one service, both fronts on its one scheduler, as in `dllm-infill serve`
+            with serving(a.max_batch, ("msgpack", "http"), tmp) as (scheduler, addresses):
+                for n in clients:
+                    for _ in range(a.repeat):
+                        for setting in settings:
+                            timed(n, setting, scheduler, addresses[str(setting)])
+        else:  # a service of its own for each run, on a scheduler of that run's max_batch
+            for n in clients:
+                for _ in range(a.repeat):
+                    for setting in settings:
+                        with serving(int(setting), ("msgpack",), tmp) as (scheduler, addresses):
+                            timed(n, setting, scheduler, addresses["msgpack"])
     rows: list[dict[str, Any]] = []
     key = "front" if fronts else "max_batch"
     for (n, setting), (lat, tok, wall, row_steps, steps) in runs.items():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from infill_engine import InfillParams, load
-from infill_engine.scheduler import MAX_BATCH, MAX_QUEUE, Scheduler, Ticket
+from infill_engine.scheduler import MAX_BATCH, MAX_QUEUE, Scheduler
 from infill_engine.service import Service
 
 
@@ -40,20 +40,20 @@ def test_a_service_runs_on_the_engines_own_scheduler_and_a_closed_one_is_replace
         engine.close()
 
 
-def test_a_scheduler_takes_more_rows_after_a_resize() -> None:
-    """bench-serve compares batch sizes on the engine's one scheduler by resizing it."""
+def test_a_closed_scheduler_is_replaced_with_other_sizes() -> None:
+    """bench-serve compares batch sizes on one engine: a service on the engine's scheduler of
+    one size, shut down (its scheduler closed), then one of the next size; the runtime
+    scheduler has no resize of its own."""
     engine = load("builtin", device="cpu")
-    joins: list[list[Ticket]] = []
     params = InfillParams(span=4, threshold=1.5, min_tokens=4)
     try:
-        with Scheduler(engine.live_batch, max_batch=1, start=False, on_join=joins.append) as s:
-            tickets = [s.submit_request(engine.request("x = ", "\n", params)) for _ in range(3)]
-            s.resize(3)
-            s.start()
-            assert all(t.result(60).tokens == 4 for t in tickets)
-            with pytest.raises(ValueError, match="max_batch"):
-                s.resize(0)
-        assert [len(j) for j in joins] == [3]  # all three joined the first step
+        one = engine.scheduler(max_batch=1)
+        assert engine.infill("x = ", "\n", params).tokens == 4
+        Service(engine, "builtin").shutdown()  # closes the engine's scheduler
+        three = engine.scheduler(max_batch=3)
+        assert three is not one and three.max_batch == 3 and one.closed
+        assert engine.infill("x = ", "\n", params).tokens == 4
+        assert not hasattr(Scheduler, "resize")
     finally:
         engine.close()
 
