@@ -88,6 +88,7 @@ async def test_a_stub_body_is_filled_without_a_question(client: LanguageClient) 
     assert result["applied"] is True, result
     assert not params.edit.change_annotations
     (change,) = params.edit.document_changes
+    assert change.edits, "a filled body is at least one edit"
     assert all(
         isinstance(e, lsp.TextEdit) and not hasattr(e, "annotation_id") for e in change.edits
     )

@@ -137,17 +137,20 @@ async def test_an_empty_body_is_offered_whole_when_asked_for(
     """The same opener in another file of the workspace, with a body under it: an invoked
     request at the empty body shows that body, re-indented, as one item of several lines (the
     builtin model untrusted, as by default: a draft goes before its fills); an automatic one
-    never shows a body (docs/drafts.md)."""
+    never shows a body (docs/drafts.md), even with a gate of zero, over which the body (the
+    best draft) is: it is the rule, not the gate, that keeps it out. The builtin model is not
+    trusted, so nothing else is shown there: the automatic answer is empty, as it should be."""
     (tmp_path / "users.py").write_text(BODY_PATTERN.format("users"))
     groups = tmp_path / "groups.py"
     groups.write_text(BODY_HOLE)
-    settings = {**SETTINGS, "decode": {"maxSpan": 32}, "drafts": {"trustModel": None}}
+    drafts = {"trustModel": None, "gate": 0.0}
+    settings = {**SETTINGS, "decode": {"maxSpan": 32}, "drafts": drafts}
     await start(client, settings=settings, folders=[tmp_path])
     await _indexed(client)
     uri = groups.as_uri()
     open_doc(client, uri, BODY_HOLE)
     shown = await inline(client, uri, 2, 8, invoked=False)
-    assert all("\n" not in item_text(i) for i in shown)
+    assert not any("\n" in item_text(i) for i in shown), [item_text(i) for i in shown]
     items = await inline(client, uri, 2, 8)
     assert items and item_text(items[0]) == BODY
     assert items[0].command is not None and items[0].command.arguments[0]["source"] == "workspace"
