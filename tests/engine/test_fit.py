@@ -57,6 +57,7 @@ def test_loading_quantized_adds_one_full_precision_block(dream_dir: Path, quanti
     assert abs(fit.block_extra(args, quantize, 4) - extra) <= 0.05 * weight_bytes(full)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="a device's peak needs CUDA")
 def test_a_quantized_load_never_holds_every_block_at_full_precision(tmp_path: Path) -> None:
     make_dream(tmp_path, layers=8)
