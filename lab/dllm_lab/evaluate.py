@@ -103,10 +103,11 @@ def heldout_bodies(texts: Sequence[str], n: int, seed: int) -> list[Hole]:
     return found[:n]
 
 
-# Where the HumanEval data comes from, for a run that finds none at ../shared/ or --data.
+# Where the HumanEval data comes from, for a run that finds none at lab/data/ or --data.
 HUMANEVAL_SOURCE = (
     "get HumanEval-SingleLineInfilling.jsonl.gz from data/ of "
-    "https://github.com/openai/human-eval-infilling (MIT) and pass it with --data PATH"
+    f"https://github.com/openai/human-eval-infilling (MIT) into lab/{HUMANEVAL.rsplit('/', 1)[0]}/"
+    " or pass it with --data PATH"
 )
 
 
@@ -114,7 +115,7 @@ HUMANEVAL_SOURCE = (
 @dataclass(frozen=True)
 class EvalConfig:
     model: str = "builtin"
-    data: Path | None = None  # HumanEval infilling .jsonl.gz; default ../shared/benchmarks/...
+    data: Path | None = None  # HumanEval infilling .jsonl.gz; default lab/data/humaneval-...
     limit: int | None = 100  # HumanEval problems, spread over all 164 (None = all)
     span: int = 24  # the fixed span, in tokens
     lines: int = 100  # held-out single-line holes
@@ -392,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     d = EvalConfig()
     ap = argparse.ArgumentParser(prog="dllm-infill eval-infill", description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=d.model)
-    ap.add_argument("--data", type=Path, default=None, help=f"default: ../shared/{HUMANEVAL}")
+    ap.add_argument("--data", type=Path, default=None, help=f"default: lab/{HUMANEVAL}")
     ap.add_argument("--limit", type=int, default=d.limit, help="HumanEval problems (0 = all)")
     ap.add_argument("--span", type=int, default=d.span, help="fixed span length in tokens")
     ap.add_argument("--lines", type=int, default=d.lines, help="held-out single-line holes")

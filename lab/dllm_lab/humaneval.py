@@ -12,13 +12,16 @@ from typing import Any
 
 from .holes import Hole
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-HUMANEVAL = "benchmarks/humaneval-infilling/HumanEval-SingleLineInfilling.jsonl.gz"
-DEFAULT_DATA = REPO_ROOT.parent / "shared" / HUMANEVAL
+# lab/data/humaneval-infilling/ in the checkout (lab/data/README.md: where to get the files;
+# they are not in the repository); --data names another file.
+LAB_ROOT = Path(__file__).resolve().parents[1]
+HUMANEVAL = "data/humaneval-infilling/HumanEval-SingleLineInfilling.jsonl.gz"
+DEFAULT_DATA = LAB_ROOT / HUMANEVAL
 
 
 def read_humaneval(path: Path, limit: int | None) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
+    """The rows of a HumanEval-Infilling file: .jsonl.gz as published, or plain .jsonl."""
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     if limit is not None and limit < len(rows):
         stride = len(rows) / limit  # spread the subset over all 164 problems

@@ -9,7 +9,7 @@ The same holes are filled four ways, side by side in one run:
   them (a model without them decodes as "planned");
 * **oracle**: the true middle's token length, no growth (the upper bound a planner aims at).
 
-Holes come from HumanEval infilling (`../shared/benchmarks/humaneval-infilling`, each program run
+Holes come from HumanEval infilling (`lab/data/humaneval-infilling`, each program run
 with its tests in the sandbox: pass@1) and from held-out corpus files (exact match, whitespace at
 the ends ignored). For every setting: the score, the share of fills whose document parses, the
 mean NFE and ms per hole, and the mean span the decode ended with.

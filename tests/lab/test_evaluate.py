@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import subprocess
 import sys
 import time
@@ -45,10 +46,19 @@ def test_sandbox_has_no_network() -> None:
     )
 
 
-@pytest.mark.skipif(not DEFAULT_DATA.is_file(), reason="HumanEval infilling data not present")
+# six single-line problems of HumanEval-Infilling (MIT; tests/data/humaneval/README.md)
+SAMPLE = (
+    Path(__file__).resolve().parents[1]
+    / "data"
+    / "humaneval"
+    / ("HumanEval-SingleLineInfilling-sample.jsonl")
+)
+
+
 def test_canonical_solutions_pass() -> None:
-    rows = read_humaneval(DEFAULT_DATA, limit=3)
-    assert len(rows) == 3
+    rows = read_humaneval(SAMPLE, limit=3)
+    assert [r["task_id"].split("/")[2] for r in rows] == ["23", "35", "45"]  # spread over six
+    assert len(read_humaneval(SAMPLE, None)) == 6
     for row in rows:
         program = (
             row["prompt"]
@@ -67,6 +77,16 @@ def test_canonical_solutions_pass() -> None:
             + row["test"]
             + f"\ncheck({row['entry_point']})\n"
         )
+
+
+def test_the_published_gzip_reads_the_same_and_the_default_is_in_the_checkout(
+    tmp_path: Path,
+) -> None:
+    packed = tmp_path / "HumanEval-SingleLineInfilling.jsonl.gz"
+    packed.write_bytes(gzip.compress(SAMPLE.read_bytes()))
+    assert read_humaneval(packed, None) == read_humaneval(SAMPLE, None)
+    root = Path(__file__).resolve().parents[2]
+    assert DEFAULT_DATA.is_relative_to(root / "lab" / "data")  # not beside the checkout
 
 
 def test_table_formats_a_report() -> None:
