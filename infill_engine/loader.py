@@ -23,6 +23,7 @@ from safetensors import safe_open
 from torch import Tensor, nn
 
 from . import hub
+from .fields import is_number
 from .model_names import HubError, HubName, parse_name, quoted
 from .models import FAMILIES, QWEN2_DIFFUSION, DiffusionTransformer, Family, ModelArgs
 from .models.family import as_id_list
@@ -150,7 +151,7 @@ def read_threshold(path: Path) -> float | None:
     tau = gen.get("threshold") if isinstance(gen, dict) else None
     if tau is None:
         return None
-    if isinstance(tau, bool) or not isinstance(tau, int | float) or not 0 < tau <= 1:
+    if not is_number(tau) or not 0 < tau <= 1:
         raise ModelLoadError(f"{file}: threshold must be a number in (0, 1], got {tau!r}")
     return float(tau)
 

@@ -6,9 +6,10 @@ bad setting is reported where it is made and never reaches the decode loop.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Literal
+
+from .fields import is_finite, is_int, is_number
 
 DecodePolicy = Literal["threshold", "factor", "fixed"]
 CacheMode = Literal["dual", "prefix", "none"]
@@ -33,20 +34,6 @@ def threshold_or_default(tau: float | None) -> float:
 # Below these floors sampling is greedy anyway (temperature 0 is greedy).
 MIN_TEMPERATURE = 1e-6
 MIN_TOP_P = 1e-6
-
-
-def _number(v: object) -> bool:
-    """An int or a float, not a bool (JSON and msgpack booleans are not numbers)."""
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-def _finite(v: object) -> bool:
-    """A number that is not inf or nan (an int of any size is finite; isfinite overflows)."""
-    return _number(v) and (isinstance(v, int) or math.isfinite(v))  # type: ignore[arg-type]
-
-
-def _count(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 @dataclass(frozen=True)
@@ -81,37 +68,37 @@ class InfillParams:
     lookahead: int = 4
 
     def __post_init__(self) -> None:
-        if self.span != "auto" and (not _count(self.span) or self.span < 1):
+        if self.span != "auto" and (not is_int(self.span) or self.span < 1):
             raise ValueError(f"span must be a positive int or 'auto', got {self.span!r}")
-        if not _count(self.max_span) or self.max_span < 1:
+        if not is_int(self.max_span) or self.max_span < 1:
             raise ValueError(f"max_span must be a positive int, got {self.max_span!r}")
         if isinstance(self.span, int) and self.span > self.max_span:
             raise ValueError(f"span {self.span} exceeds max_span {self.max_span}")
-        if not _count(self.block_size) or self.block_size < 1:
+        if not is_int(self.block_size) or self.block_size < 1:
             raise ValueError(f"block_size must be a positive int, got {self.block_size!r}")
         if self.decode not in DECODE_POLICIES:
             raise ValueError(f"decode must be one of {DECODE_POLICIES}, got {self.decode!r}")
         if self.cache not in CACHE_MODES:
             raise ValueError(f"cache must be one of {CACHE_MODES}, got {self.cache!r}")
-        if self.threshold is not None and not _finite(self.threshold):
+        if self.threshold is not None and not is_finite(self.threshold):
             raise ValueError(f"threshold must be a finite number, got {self.threshold!r}")
-        if not (_finite(self.factor) and self.factor > 0):
+        if not (is_finite(self.factor) and self.factor > 0):
             raise ValueError(f"factor must be a positive finite number, got {self.factor!r}")
         if self.steps_per_block is not None and (
-            not _count(self.steps_per_block) or self.steps_per_block < 1
+            not is_int(self.steps_per_block) or self.steps_per_block < 1
         ):
             raise ValueError(f"steps_per_block must be a positive int, got {self.steps_per_block}")
         if not (
-            _finite(self.temperature)
+            is_finite(self.temperature)
             and (self.temperature == 0 or self.temperature >= MIN_TEMPERATURE)
         ):
             raise ValueError(
                 f"temperature must be 0 (greedy) or a finite number >= {MIN_TEMPERATURE:g}, "
                 f"got {self.temperature!r}"
             )
-        if not (_number(self.top_p) and MIN_TOP_P <= self.top_p <= 1):
+        if not (is_number(self.top_p) and MIN_TOP_P <= self.top_p <= 1):
             raise ValueError(f"top_p must be in [{MIN_TOP_P:g}, 1], got {self.top_p!r}")
-        if not _count(self.min_tokens):
+        if not is_int(self.min_tokens):
             raise ValueError(f"min_tokens must be an int >= 0, got {self.min_tokens!r}")
         if self.min_tokens < 0 or (isinstance(self.span, int) and self.min_tokens > self.span):
             raise ValueError(f"min_tokens must be in [0, span], got {self.min_tokens!r}")
@@ -119,7 +106,7 @@ class InfillParams:
             raise ValueError(f"expand must be a bool, got {self.expand!r}")
         if self.speculate not in SPECULATE_MODES:
             raise ValueError(f"speculate must be one of {SPECULATE_MODES}, got {self.speculate!r}")
-        if not _count(self.lookahead) or not 0 <= self.lookahead <= MAX_LOOKAHEAD:
+        if not is_int(self.lookahead) or not 0 <= self.lookahead <= MAX_LOOKAHEAD:
             raise ValueError(
                 f"lookahead must be an int in [0, {MAX_LOOKAHEAD}], got {self.lookahead!r}"
             )

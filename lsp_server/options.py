@@ -6,15 +6,15 @@ is reported as a message and replaced by its default; a value past what the serv
 reported and used at its limit; the rest of the settings still apply. `fit_model` clamps, the
 same way, what only a loaded model can judge (spans against its positions).
 
-The checkers below are the settings' schema (`_SCHEMA`). A cattrs converter does not replace them:
-its int, float and bool hooks convert ("12" -> 12, 3.7 -> 3) where these refuse with a message,
-and a cattrs class fails whole, where here each bad key falls back alone and keys not given keep
-`base`'s value. Put through one converter, the same messages took 20 lines more, checkers kept.
+The checkers below are the settings' schema (`SCHEMA`), on infill_engine/fields.py's checks. A
+cattrs converter does not replace them: its int, float and bool hooks convert ("12" -> 12, 3.7 ->
+3) where these refuse with a message, and a cattrs class fails whole, where here each bad key
+falls back alone and keys not given keep `base`'s value. Put through one converter, the same
+messages took 20 lines more, checkers kept.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from infill_engine import model_names
+from infill_engine.fields import flag, int_in, number_in
 from infill_engine.params import (
     CACHE_MODES,
     DECODE_POLICIES,
@@ -235,23 +236,11 @@ def _env_name(v: Any) -> str:
 
 
 def _int_in(lo: int, hi: int) -> Callable[[Any], int]:
-    def check(v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise ValueError(f"must be an integer in [{lo}, {hi}]")
-        return v
-
-    return check
+    return lambda v: int_in(v, "", lo, hi)  # the message is "setting KEY: must be ..."
 
 
 def _float_in(lo: float, hi: float) -> Callable[[Any], float]:
-    def check(v: Any) -> float:
-        # an int is finite at any size: isfinite() would overflow on a 400-digit JSON integer
-        ok = isinstance(v, int | float) and not isinstance(v, bool)
-        if not ok or not (isinstance(v, int) or math.isfinite(v)) or not lo <= v <= hi:
-            raise ValueError(f"must be a number in [{lo}, {hi}]")
-        return float(v)
-
-    return check
+    return lambda v: number_in(v, "", lo, hi)
 
 
 def _or_none(check: Callable[[Any], float]) -> Callable[[Any], float | None]:
@@ -272,9 +261,7 @@ def _debounce(v: Any) -> float:
 
 
 def _bool(v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise ValueError("must be true or false")
-    return v
+    return flag(v, "")
 
 
 def _or_none_bool(v: Any) -> bool | None:
@@ -318,7 +305,7 @@ def _patterns(v: Any) -> tuple[str, ...]:
 
 
 # (section, field, key as editors spell it, checker)
-_SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
+SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("engine", "model", "model", _model),
     ("engine", "device", "device", _text),
     ("engine", "dtype", "dtype", _text),
@@ -357,7 +344,7 @@ _SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("drafts", "exclude", "drafts.exclude", _patterns),
 ]
 _CLIENT_ONLY = {"serverPath"}  # editor-side settings that arrive with the rest: not ours
-_KNOWN = {key for _, _, key, _ in _SCHEMA} | {"token"} | _CLIENT_ONLY
+_KNOWN = {key for _, _, key, _ in SCHEMA} | {"token"} | _CLIENT_ONLY
 _SECRET = {"engineToken"}  # described as set or not, never by value
 
 
@@ -398,7 +385,7 @@ def parse_options(raw: Any, base: Options | None = None) -> tuple[Options, list[
     errors = [f"unknown setting {_short(k)!r} (ignored)" for k in unknown[:MAX_UNKNOWN_TOLD]]
     if len(unknown) > MAX_UNKNOWN_TOLD:
         errors.append(f"{len(unknown) - MAX_UNKNOWN_TOLD} more unknown settings (ignored)")
-    for section, name, key, check in _SCHEMA:
+    for section, name, key, check in SCHEMA:
         if key not in flat:
             continue
         try:
@@ -437,7 +424,7 @@ def fit_model(opts: Options, positions: int) -> tuple[Options, list[str]]:
 def describe(opts: Options, nested: bool = False) -> dict[str, Any]:
     """The settings as editors spell them (dotted keys, or nested objects), for logs and status."""
     out: dict[str, Any] = {}
-    for section, name, key, _ in _SCHEMA:
+    for section, name, key, _ in SCHEMA:
         value = getattr(getattr(opts, section), name)
         value = list(value) if isinstance(value, tuple) else value
         if key in _SECRET and value is not None:

@@ -16,6 +16,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
+from infill_engine.fields import is_int
 from infill_engine.finish.secrets import FILTERED
 
 from . import positions
@@ -196,7 +197,7 @@ def did_partially_accept(ls: DllmServer, params: Any) -> None:
     if not isinstance(params, dict):
         return
     length = params.get("acceptedLength")
-    if isinstance(length, int) and not isinstance(length, bool):
+    if is_int(length):
         ls.stats.partially_accepted(item_id(params.get("item")), length)
 
 

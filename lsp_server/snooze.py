@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from infill_engine.fields import number_in
+
 MAX_MINUTES = 24 * 60  # a day; longer is "turn it off", which `completion.languages` does
 
 
@@ -16,9 +18,7 @@ class Snooze:
 
     def set(self, minutes: float) -> None:
         """Snooze for `minutes` from now (0 wakes up); ValueError past [0, MAX_MINUTES]."""
-        ok = isinstance(minutes, int | float) and not isinstance(minutes, bool)
-        if not ok or not 0 <= minutes <= MAX_MINUTES:
-            raise ValueError(f"minutes must be a number in [0, {MAX_MINUTES}]")
+        minutes = number_in(minutes, "minutes", 0, MAX_MINUTES)
         self._until = self._clock() + 60.0 * minutes if minutes > 0 else 0.0
 
     def remaining_s(self) -> float:

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from infill_engine.fields import is_int
 from infill_engine.service.metrics import nearest_rank
 
 try:
@@ -122,7 +123,7 @@ class Counts:
                 hist = v if isinstance(v, list) and len(v) == len(c.latency_hist) else []
                 if hist and all(isinstance(n, int) and n >= 0 for n in hist):
                     c.latency_hist = [int(n) for n in hist]
-            elif isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            elif is_int(v) and v >= 0:
                 setattr(c, f.name, v)
         return c
 

@@ -36,6 +36,8 @@ from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import JsonRPCProtocol
 
+from infill_engine.fields import is_id
+
 log = logging.getLogger(__name__)
 
 MAX_FRAME = 64 << 20  # bytes: far past any source file an editor sends, far below a RAM problem
@@ -177,7 +179,7 @@ class FrameReader:
 
 
 def error_frame(msg_id: Any, code: int, message: str) -> bytes:
-    if not isinstance(msg_id, int | str) or isinstance(msg_id, bool):
+    if not is_id(msg_id):
         msg_id = None
     error = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
     data = json.dumps(error).encode()

@@ -3,9 +3,10 @@ with where it came from and how sure its finder is; and its form on the wire."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
+
+from ..fields import is_finite, is_int
 
 SOURCES = ("document", "extra", "workspace", "ngram")
 MAX_DRAFT_CHARS = 1000  # a draft's text on the wire
@@ -44,20 +45,16 @@ class Draft:
             raise ValueError(f"a draft's text is a string of 1 to {MAX_DRAFT_CHARS} characters")
         if source not in SOURCES:
             raise ValueError(f"a draft's source is one of {list(SOURCES)}")
-        if not _finite(score):
+        if not is_finite(score):
             raise ValueError("a draft's score is a number")
         if not isinstance(where, str) or len(where) > 1024:
             raise ValueError("a draft's where is a string")
         if (
             not isinstance(features, list | tuple)
             or len(features) > MAX_FEATURES
-            or not all(_finite(f) for f in features)
+            or not all(is_finite(f) for f in features)
         ):
             raise ValueError(f"a draft's features are a list of at most {MAX_FEATURES} numbers")
-        if isinstance(votes, bool) or not isinstance(votes, int) or not 1 <= votes <= 1 << 20:
+        if not is_int(votes) or not 1 <= votes <= 1 << 20:
             raise ValueError("a draft's votes are a whole number from 1")
         return cls(text, source, float(score), where, tuple(float(f) for f in features), votes)
-
-
-def _finite(x: Any) -> bool:
-    return not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x)

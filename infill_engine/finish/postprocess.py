@@ -40,6 +40,7 @@ from itertools import pairwise
 from typing import Any
 
 from .. import lexer
+from ..fields import is_int
 from ..lexer import CLOSERS, OPENERS
 from ..repeat import cut_loop
 
@@ -111,7 +112,7 @@ def formatting_indent(options: Any) -> Indent | None:
     if not isinstance(options, dict):
         return None
     size, spaces = options.get("tabSize"), options.get("insertSpaces")
-    if not isinstance(spaces, bool) or isinstance(size, bool) or not isinstance(size, int):
+    if not isinstance(spaces, bool) or not is_int(size):
         return None
     if not spaces:
         return Indent("\t", 1)

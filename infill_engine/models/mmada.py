@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..fields import is_int
 from .common import ModelArgs
 from .family import Family
 from .llada import LLADA_RENAMES, parse_llada_args
@@ -28,7 +29,7 @@ def parse_mmada_args(config: Mapping[str, Any]) -> ModelArgs:
     text = config.get("llm_vocab_size")
     if text is None:
         return parse_llada_args(config)
-    if isinstance(text, bool) or not isinstance(text, int) or text < 1:
+    if not is_int(text) or text < 1:
         raise ValueError(f"MMaDA llm_vocab_size must be a positive integer, got {text!r}")
     return parse_llada_args({**config, "vocab_size": text, "embedding_size": text})
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from ..fields import is_finite
 
 log = logging.getLogger("infill_engine.planner")
 
@@ -46,7 +47,7 @@ def load_table(path: Path = TABLE) -> dict[str, dict[str, float]]:
     table: dict[str, dict[str, float]] = {}
     for kind, row in kinds.items():
         values: list[Any] = [row.get(k) if isinstance(row, dict) else None for k in ROW_KEYS]
-        if all(_positive(v) for v in values):
+        if all(is_finite(v) and v > 0 for v in values):
             table[str(kind)] = {k: float(v) for k, v in zip(ROW_KEYS, values, strict=True)}
         else:
             keys = "/".join(ROW_KEYS)
@@ -54,10 +55,6 @@ def load_table(path: Path = TABLE) -> dict[str, dict[str, float]]:
                 "span table %s: kind %r lacks positive %s; defaults size it", path, kind, keys
             )
     return table
-
-
-def _positive(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
 def row(kind: str) -> dict[str, float]:

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..fields import is_id
 from ..hole import Hole
 from ..params import InfillParams, InfillResult
 from ..request import InfillRequest
@@ -253,7 +254,7 @@ class Connection:
         return None
 
     def _cancel(self, rid: Any) -> None:
-        if isinstance(rid, bool) or not isinstance(rid, int | str):
+        if not is_id(rid):
             return
         pending = self.inflight.get(rid)
         if pending is None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgpack
 
+from ..fields import is_id
 from .text import unicode_fault
 
 MAX_FRAME = 1 << 20  # bytes of one msgpack payload, either way
@@ -63,11 +64,10 @@ def decode_payload(body: bytes) -> Message:
         raise FrameError("a message's keys must be strings")
     if (fault := unicode_fault(obj)) is not None:
         rid, kind = obj.get("id"), obj.get("type")
-        clean_id = isinstance(rid, int | str) and not isinstance(rid, bool)
         raise FrameError(
             fault,
             code="bad_request",
-            rid=rid if clean_id and unicode_fault(rid) is None else None,
+            rid=rid if is_id(rid) and unicode_fault(rid) is None else None,
             kind=kind if isinstance(kind, str) and unicode_fault(kind) is None else None,
         )
     return obj

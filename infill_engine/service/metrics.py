@@ -24,6 +24,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..fields import is_finite, is_number
 from ..finish.secrets import FILTERED
 from ..params import InfillResult
 
@@ -152,13 +153,11 @@ class _Scraped(Collector):
             held.add_metric((rule,), float(n))
         yield held
         for key, value in sorted(stats.get("service", {}).items()):
-            if isinstance(value, int | float) and not isinstance(value, bool):
+            if is_number(value):
                 yield CounterMetricFamily(
                     f"{PREFIX}_service_{key}", f"service {key}", value=_num(value)
                 )
 
 
 def _num(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return 0.0
-    return float(value)
+    return float(value) if is_finite(value) else 0.0

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..fields import number_in
 from ..hole import Hole, prepare
 from ..params import RefineResult
 from ..request import PREFIX_TOKENS, SUFFIX_TOKENS
@@ -53,11 +54,7 @@ def parse_refine(msg: Mapping[str, Any]) -> RefineAsk:
         raise BadRequest("prefix, text and suffix must be strings")
     if not texts[1]:
         raise BadRequest("text must not be empty")
-    fraction = msg.get("fraction", 0.25)
-    if isinstance(fraction, bool) or not isinstance(fraction, int | float):
-        raise BadRequest("fraction must be a number in (0, 1]")
-    if not 0 < fraction <= 1:
-        raise BadRequest("fraction must be a number in (0, 1]")
+    fraction = number_in(msg.get("fraction", 0.25), "fraction", 0, 1, BadRequest, above=True)
     prefix, text, suffix = texts
     language_id = msg.get("languageId", "plaintext")
     if not isinstance(language_id, str) or not 0 < len(language_id) <= 64:

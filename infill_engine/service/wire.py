@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..fields import int_in, is_id, is_int, is_number
 from ..params import InfillParams, InfillResult
 from ..scheduler import Ticket
 from ..stop import StopRule
@@ -38,7 +39,7 @@ class BadRequest(Exception):
 
 def parse_id(msg: Message) -> RequestId:
     rid = msg.get("id")
-    if isinstance(rid, bool) or not isinstance(rid, int | str):
+    if not is_id(rid):
         raise BadRequest("id must be an int or a string")
     if isinstance(rid, str) and len(rid) > MAX_ID_CHARS:
         raise BadRequest(f"id is over {MAX_ID_CHARS} characters")
@@ -54,7 +55,7 @@ def parse_params(raw: Any) -> InfillParams:
     if unknown:
         raise BadRequest(f"unknown params: {', '.join(unknown)[:200]}")
     seed = raw.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+    if seed is not None and not is_int(seed):
         raise BadRequest("params.seed must be an int")
     if seed is not None and not 0 <= seed < 1 << 63:
         raise BadRequest("params.seed must be in [0, 2**63)")
@@ -66,16 +67,12 @@ def parse_params(raw: Any) -> InfillParams:
 
 def check_int(raw: Any, name: str, lo: int, hi: int) -> int:
     """`raw` as an int in [lo, hi] (a bool is not one); `BadRequest` naming the field if not."""
-    if isinstance(raw, bool) or not isinstance(raw, int) or not lo <= raw <= hi:
-        raise BadRequest(f"{name} must be an int in [{lo}, {hi}]")
-    return raw
+    return int_in(raw, name, lo, hi, BadRequest)
 
 
 def parse_deadline(raw: Any) -> float | None:
     """`deadline_ms`: None, or a positive number of milliseconds (under 1e9)."""
-    if raw is not None and (
-        isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 < raw < 1e9
-    ):
+    if raw is not None and (not is_number(raw) or not 0 < raw < 1e9):
         raise BadRequest("deadline_ms must be a positive number of milliseconds")
     return None if raw is None else float(raw)
 

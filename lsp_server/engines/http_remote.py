@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from infill_engine.fields import is_int
 from infill_engine.service import TOKEN_ENV, Message
 
 from .remote import Link, Refused, Unavailable
@@ -89,7 +90,7 @@ class HttpClient(Link):
             raise Unavailable("the client is closed")
         self.up = True
         hello: Message = {"type": "hello", "model": model}
-        if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0:
+        if is_int(positions) and positions > 0:
             hello["max_positions"] = positions  # as the msgpack front's hello says it
         return hello
 

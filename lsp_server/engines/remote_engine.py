@@ -31,6 +31,7 @@ from dataclasses import asdict
 from typing import Any
 
 from infill_engine.drafts import Draft
+from infill_engine.fields import is_int
 from infill_engine.params import InfillParams, InfillResult, RefineResult
 from infill_engine.service import Message, ServiceError
 
@@ -141,7 +142,7 @@ class RemoteEngineClient:
     def positions(self) -> int | None:
         """The model's positions, when the service's hello says (`max_positions`)."""
         n = self.hello.get("max_positions")
-        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+        return n if is_int(n) and n > 0 else None
 
     def status(self) -> dict[str, Any]:
         return {

@@ -27,9 +27,9 @@ from pygls.protocol import default_converter
 
 from infill_engine.request import candidate_spans
 from lsp_server.options import (
-    _SCHEMA,
     _SECRET,
     MAX_UNKNOWN_TOLD,
+    SCHEMA,
     Options,
     decode_params,
     describe,
@@ -122,7 +122,7 @@ SETTING_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "token": st.one_of(st.none(), st.text(max_size=20)),
     "serverPath": strings,
 }
-assert set(SETTING_VALUES) == {key for _, _, key, _ in _SCHEMA} | {"token", "serverPath"}
+assert set(SETTING_VALUES) == {key for _, _, key, _ in SCHEMA} | {"token", "serverPath"}
 ENGINE_KEYS = ("model", "device", "dtype", "engineAddress", "engineToken")
 
 
@@ -171,7 +171,7 @@ def settings_objects(draw: st.DrawFn, engine: bool = True, junk: bool = True) ->
 def check_options(opts: Options) -> None:
     """Settings that hold: each value passes its own check (so `describe` reads back as the same
     settings), describes as strict JSON, and makes valid engine params for every span."""
-    for section, name, key, check in _SCHEMA:
+    for section, name, key, check in SCHEMA:
         value = getattr(getattr(opts, section), name)
         if key in _SECRET:
             continue
@@ -202,18 +202,18 @@ def test_parse_options_takes_any_settings(raw: Any, base_raw: Any) -> None:
         raise
     check_options(opts)
     assert all(isinstance(e, str) and len(e) <= 500 for e in errors), errors
-    assert len(errors) <= MAX_UNKNOWN_TOLD + 1 + len(_SCHEMA), errors
+    assert len(errors) <= MAX_UNKNOWN_TOLD + 1 + len(SCHEMA), errors
     section = raw["dllm"] if isinstance(raw, dict) and isinstance(raw.get("dllm"), dict) else raw
     if not isinstance(section, dict) or not section:
         assert opts == (base or Options())  # nothing to take
     # keys the settings do not name keep their value
     named = json.dumps(section)
-    for s, name, key, _ in _SCHEMA:
+    for s, name, key, _ in SCHEMA:
         if f'"{key}"' not in named and f'"{key.split(".")[-1]}"' not in named:
             assert getattr(getattr(opts, s), name) == getattr(getattr(base or Options(), s), name)
 
 
-@pytest.mark.parametrize("key", [key for _, _, key, _ in _SCHEMA])
+@pytest.mark.parametrize("key", [key for _, _, key, _ in SCHEMA])
 @pytest.mark.parametrize(
     "value",
     [10**400, -(10**400), 2**64, math.nan, -math.inf, True, [1]],
@@ -223,7 +223,7 @@ def test_a_setting_of_any_number_is_a_message_and_a_default(key: str, value: Any
     """A JSON integer too large for a float (a 400-digit literal is valid JSON) raised
     OverflowError out of parse_options: initialize failed, a settings change popped up an error
     and dropped the rest of the change."""
-    check = next(c for _, _, k, c in _SCHEMA if k == key)
+    check = next(c for _, _, k, c in SCHEMA if k == key)
     if value is True:
         with contextlib.suppress(ValueError):
             check(True)
@@ -442,7 +442,7 @@ def test_fuzz_did_change_configuration(peer: Peer, raw: Any) -> None:
         peer.wait_loaded()  # ready, or failed with a message
     check_alive(peer, items=False)
     assert not_ours(peer.errors[errors:])
-    assert len(peer.shown) - shown <= MAX_UNKNOWN_TOLD + len(_SCHEMA) + 3, "a flood of popups"
+    assert len(peer.shown) - shown <= MAX_UNKNOWN_TOLD + len(SCHEMA) + 3, "a flood of popups"
     peer.notify("workspace/didChangeConfiguration", {"settings": RESET})
 
 
