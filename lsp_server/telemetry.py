@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from infill_engine.fields import is_int
-from infill_engine.service.metrics import nearest_rank
+from infill_engine.percentiles import nearest_rank
 
 try:
     import fcntl

@@ -120,3 +120,22 @@ def test_no_source_file_of_the_runtime_is_over_the_limit() -> None:
     }
     assert len(sizes) > 50  # it sees the project
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_the_language_server_loads_no_http_service() -> None:
+    """Importing the language server (its server and its command line) loads neither the
+    service's HTTP front (starlette, uvicorn) nor its metrics (prometheus_client): it shares
+    only the service's small pieces (addresses, frames, the wire) with it."""
+    import subprocess
+    import sys
+
+    heavy = ("starlette", "uvicorn", "prometheus_client", "infill_engine.service.http")
+    code = (
+        "import sys, lsp_server.server, lsp_server.cli; "
+        f"print(','.join(m for m in {heavy!r} if m in sys.modules))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == ""

@@ -3,54 +3,68 @@
 One module per concept: frames (the byte stream), listen (addresses, tokens, sockets), wire (the
 messages: checks and replies), connection (one client), front (the service its connections
 share), run (listening, a service thread), client (a blocking client).
+
+The names below are imported on first use (PEP 562 `__getattr__`), each from its own module: a
+client that needs the frames, an address or the wire (the language server) imports neither the
+HTTP front (starlette, uvicorn) nor the metrics (prometheus_client) with them.
 """
 
 from __future__ import annotations
 
-from .client import ServiceClient
-from .connection import Connection, ServiceCounters
-from .frames import (
-    CHUNK,
-    HEADER,
-    MAX_FRAME,
-    FrameError,
-    FrameReader,
-    Message,
-    decode_frames,
-    decode_payload,
-    encode_frame,
-)
-from .front import HANDSHAKE_TIMEOUT_S, MAX_CONNECTIONS, MAX_INFLIGHT, OUTBOX, Service
-from .listen import (
-    TOKEN_ENV,
-    Address,
-    ServeError,
-    bind_unix,
-    check_listen,
-    is_loopback,
-    parse_address,
-    read_token_file,
-    resolve_token,
-    socket_mode,
-)
-from .run import ServiceThread, serve
-from .wire import (
-    MAX_ID_CHARS,
-    PARAM_FIELDS,
-    PROTOCOL_VERSION,
-    STOP_FIELDS,
-    BadRequest,
-    RequestId,
-    ServiceError,
-    WirePlan,
-    error,
-    hello,
-    parse_id,
-    parse_params,
-    parse_plan,
-    reply_error,
-    result_dict,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import ServiceClient
+    from .connection import Connection, ServiceCounters
+    from .frames import (
+        CHUNK,
+        HEADER,
+        MAX_FRAME,
+        FrameError,
+        FrameReader,
+        Message,
+        decode_frames,
+        decode_payload,
+        encode_frame,
+    )
+    from .front import (
+        HANDSHAKE_TIMEOUT_S,
+        MAX_CONNECTIONS,
+        MAX_INFLIGHT,
+        OUTBOX,
+        Service,
+    )
+    from .listen import (
+        TOKEN_ENV,
+        Address,
+        ServeError,
+        bind_unix,
+        check_listen,
+        is_loopback,
+        parse_address,
+        read_token_file,
+        resolve_token,
+        socket_mode,
+    )
+    from .run import ServiceThread, serve
+    from .wire import (
+        MAX_ID_CHARS,
+        PARAM_FIELDS,
+        PROTOCOL_VERSION,
+        STOP_FIELDS,
+        BadRequest,
+        RequestId,
+        ServiceError,
+        WirePlan,
+        error,
+        hello,
+        parse_id,
+        parse_params,
+        parse_plan,
+        reply_error,
+        result_dict,
+    )
 
 __all__ = [
     "CHUNK",
@@ -98,3 +112,64 @@ __all__ = [
     "serve",
     "socket_mode",
 ]
+
+# a lazily imported name -> the module that defines it
+_HOMES = {
+    "CHUNK": "frames",
+    "HANDSHAKE_TIMEOUT_S": "front",
+    "HEADER": "frames",
+    "MAX_CONNECTIONS": "front",
+    "MAX_FRAME": "frames",
+    "MAX_ID_CHARS": "wire",
+    "MAX_INFLIGHT": "front",
+    "OUTBOX": "front",
+    "PARAM_FIELDS": "wire",
+    "PROTOCOL_VERSION": "wire",
+    "STOP_FIELDS": "wire",
+    "TOKEN_ENV": "listen",
+    "Address": "listen",
+    "BadRequest": "wire",
+    "Connection": "connection",
+    "FrameError": "frames",
+    "FrameReader": "frames",
+    "Message": "frames",
+    "RequestId": "wire",
+    "ServeError": "listen",
+    "Service": "front",
+    "ServiceClient": "client",
+    "ServiceCounters": "connection",
+    "ServiceError": "wire",
+    "ServiceThread": "run",
+    "WirePlan": "wire",
+    "bind_unix": "listen",
+    "check_listen": "listen",
+    "decode_frames": "frames",
+    "decode_payload": "frames",
+    "encode_frame": "frames",
+    "error": "wire",
+    "hello": "wire",
+    "is_loopback": "listen",
+    "parse_address": "listen",
+    "parse_id": "wire",
+    "parse_params": "wire",
+    "parse_plan": "wire",
+    "read_token_file": "listen",
+    "reply_error": "wire",
+    "resolve_token": "listen",
+    "result_dict": "wire",
+    "serve": "run",
+    "socket_mode": "listen",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value  # later lookups find it without coming here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

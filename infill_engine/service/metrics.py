@@ -9,7 +9,6 @@ process count apart and never clash on a name. Metric names are `dllm_<what>[_<u
 
 from __future__ import annotations
 
-import math
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -27,6 +26,7 @@ from prometheus_client.registry import Collector
 from ..fields import is_finite, is_number
 from ..finish.secrets import FILTERED
 from ..params import InfillResult
+from ..percentiles import nearest_rank as nearest_rank  # where the lab's benchmarks import it
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 TOKENS_PER_PASS_BUCKETS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0)
@@ -40,14 +40,6 @@ GAUGES = (
     ("cache_bytes", "cache_bytes", "bytes of the running batch's K/V cache"),
 )
 SCHEDULER_COUNTERS = ("submitted", "done", "cancelled", "expired", "busy", "failed", "steps")
-
-
-def nearest_rank(values: Iterable[float], q: float) -> float | None:
-    """The nearest-rank q-th percentile (0 < q <= 100) of the values, or None of none."""
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    return ordered[max(1, math.ceil(len(ordered) * q / 100)) - 1]
 
 
 class Metrics:

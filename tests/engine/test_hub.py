@@ -9,7 +9,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,14 +103,13 @@ def test_offline_reuses_the_cache_and_names_the_command(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert resolve_model_dir("org/tiny") == online
     assert len(hub.requests) == before  # nothing asked of the Hub
-    t0 = time.perf_counter()
     with pytest.raises(
         ModelLoadError, match=r"not in the Hugging Face cache .*`hf download org/other`"
     ):
         resolve_model_dir("org/other")
     with pytest.raises(ModelLoadError, match=r"`hf download org/tiny --revision v7`"):
         resolve_model_dir("org/tiny@v7")
-    assert time.perf_counter() - t0 < 2.0
+    assert len(hub.requests) == before  # told at once from the cache: the Hub never asked
 
 
 def test_an_unreachable_hub_uses_the_cache(

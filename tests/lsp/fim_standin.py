@@ -30,6 +30,9 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     message: str = ""  # the error's message, for a status other than 200
     hang_s: float = 0.0  # wait this long before answering
+    # answer only once this is set (after hang_s): a test sets it when it is done, so that an
+    # answer that came back to the client before that is impossible, whatever the machine's load
+    held: threading.Event | None = None
 
 
 @dataclass
@@ -105,6 +108,8 @@ def _handler(standin: Standin) -> type[BaseHTTPRequestHandler]:
                 return
             answer = standin.next_answer()
             time.sleep(answer.hang_s)
+            if answer.held is not None:
+                answer.held.wait(60)
             if answer.status != 200:
                 error = {"error": {"message": answer.message or "failed", "type": "x"}}
                 self._json(answer.status, error, answer.headers)

@@ -104,12 +104,29 @@ def test_delay_stays_within_bounds(
         assert low <= debounce.delay_ms() <= low + extra
 
 
-def test_wait_sleeps_about_the_delay() -> None:
+def _sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The seconds each asyncio.sleep is asked for, from now on (each still sleeps for real)."""
+    asked: list[float] = []
+    real = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        asked.append(seconds)
+        await real(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    return asked
+
+
+def test_wait_sleeps_the_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It asks for one sleep of the delay (not a wall-clock upper bound, which a loaded
+    machine's scheduling could break), and sleeps at least that long."""
     debounce = AdaptiveDebounce(base_ms=40.0, min_ms=1.0)
+    asked = _sleeps(monkeypatch)
     started = time.monotonic()
     asyncio.run(debounce.wait())
     elapsed = time.monotonic() - started
-    assert 0.035 <= elapsed < 1.0
+    assert asked == [pytest.approx(debounce.delay_ms() / 1000)]
+    assert 0.035 <= asked[0] <= elapsed  # 40 ms, less the jitter of the first trigger
 
 
 def test_wait_records_the_trigger() -> None:
@@ -119,7 +136,7 @@ def test_wait_records_the_trigger() -> None:
     assert debounce.delay_ms() == pytest.approx(150.0)  # 1.5 * 100 ms
 
 
-def test_disabled_wait_returns_at_once() -> None:
-    started = time.monotonic()
+def test_disabled_wait_returns_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _sleeps(monkeypatch)
     asyncio.run(AdaptiveDebounce(base_ms=0.0).wait())
-    assert time.monotonic() - started < 0.5
+    assert asked == []  # no sleep at all, not even a zero one

@@ -128,17 +128,17 @@ async def test_cancel_stops_the_engine(client: LanguageClient) -> None:
         )
     )
     await asyncio.sleep(1.0)  # the engine is now well into the span
-    t0 = time.monotonic()
     client.protocol.notify(lsp.CANCEL_REQUEST, lsp.CancelParams(id="slow-1"))
     with pytest.raises(JsonRpcException) as error:
         await reply
     assert error.value.code == -32800  # RequestCancelled
-    while (s := await status(client))["cancelled"] == 0 and time.monotonic() - t0 < 10:
+    t0 = time.monotonic()  # a wait for the engine's count, not a measure: 60 s of slack
+    while (s := await status(client))["cancelled"] == 0 and time.monotonic() - t0 < 60:
         await asyncio.sleep(0.02)
-    stopped_after = time.monotonic() - t0
     assert s["cancelled"] == 1 and s["last"]["stop_reason"] == "cancelled"
-    assert 0 < s["last"]["nfe"] < 300  # it stopped part-way: the rest of the span never ran
-    assert stopped_after < 2.0
+    # it stopped part-way, the engine's own count says: the rest of the span never ran (a
+    # pass count, not a wall-clock bound, so a loaded machine cannot break it)
+    assert 0 < s["last"]["nfe"] < 300
 
 
 LOOP = (

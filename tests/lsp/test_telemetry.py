@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infill_engine.service.metrics import nearest_rank as percentile
+from infill_engine.percentiles import nearest_rank as percentile
 from lsp_server import telemetry
 from lsp_server.cli import main as cli_main
 from lsp_server.options import parse_options

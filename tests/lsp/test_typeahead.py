@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -139,11 +137,12 @@ def test_long_documents_compare_a_bounded_tail() -> None:
     cache = TypeaheadCache()
     cache.remember(URI, before, after, ["print(x)"])
     typed = before + "pri"
-    started = time.perf_counter()
-    for _ in range(200):
-        assert cache.lookup(URI, typed, after) == ["nt(x)"]
-    assert time.perf_counter() - started < 1.0
-    assert cache.lookup(URI, "z" + typed[1:], after) == ["nt(x)"]  # far edits go unseen
+    assert cache.lookup(URI, typed, after) == ["nt(x)"]
+    # far edits go unseen, at either end: the lookup reads a bounded tail of the text before
+    # the cursor and a bounded head of the text after it, never the whole 3 MB (what this test
+    # means; a wall-clock bound on 200 lookups said it less surely, and a loaded machine broke it)
+    assert cache.lookup(URI, "z" + typed[1:], after) == ["nt(x)"]
+    assert cache.lookup(URI, typed, after[:-2] + "z\n") == ["nt(x)"]
 
 
 @given(st.text(alphabet="ab \n", min_size=1, max_size=12), st.integers(min_value=0, max_value=12))
