@@ -9,13 +9,21 @@ back in their own shapes:
 - OpenAI's `POST /v1/completions` with `prompt` + `suffix` (fill in the middle), `max_tokens`,
   `temperature`, `top_p`, `stop`, `n`, `seed`, `stream`, `stream_options.include_usage`.
 
+Both answer what an editor would show (decide.py, as the language server decides: the fills
+and the drafts finished against the request's text, nothing that adds a syntax error or looks
+like a credential, ranked and gated as for an invoked request), the `n`-th text in the `n`-th
+choice, "" where nothing is left; `raw: true` (our extension) answers the model's own texts, one
+per candidate, as the decoding left them. Stop strings and `n_indent` apply to either.
+
 Both echo the request's `model` (the served model's name when there is none), and both stream as
 their servers do: the fill's text as its blocks finish (`llama_piece`, `openai_piece`: each new
 piece of its committed leading text, held back while a stop string or `n_indent` could still cut
 it, `streamable`), the rest of it when it is done, then the end (`llama_events`,
 `openai_events`), llama.cpp's last event carrying the reply's timings and `tokens_predicted`,
 OpenAI's usage on one last chunk of its own, and only when `stream_options.include_usage` asks
-for it. The pieces of a fill join to the text a plain call answers.
+for it. The pieces of a fill join to the text a plain call answers. What an editor would show
+is known only once the fills are done (the syntax check reads the whole text), so a finished
+answer streams in one piece at the end; a `raw` one streams as the blocks finish.
 
 Either way the service plans the span (the planner reads the text around the cursor), so the
 model gets the length the hole needs, up to the client's token cap. Fields these routes do not
@@ -57,6 +65,7 @@ class CompatAsk:
     model: str | None = None  # echoed back when given
     warm_only: bool = False  # n_predict 0 / max_tokens 0: nothing to write (a cache warm-up)
     include_usage: bool = False  # OpenAI's stream_options.include_usage: a last usage chunk
+    raw: bool = False  # the model's own texts, not what an editor would show (decide.py)
 
 
 def _str(body: dict[str, Any], name: str, default: str = "") -> str:
@@ -75,11 +84,11 @@ def _model(body: dict[str, Any]) -> str | None:
     return model or None
 
 
-def _stream(body: dict[str, Any]) -> bool:
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise BadRequest("stream must be a boolean")
-    return stream
+def _bool(body: dict[str, Any], name: str) -> bool:
+    v = body.get(name, False)
+    if not isinstance(v, bool):
+        raise BadRequest(f"{name} must be a boolean")
+    return v
 
 
 def _number(body: dict[str, Any], name: str, lo: float, hi: float) -> float | None:
@@ -188,7 +197,8 @@ def parse_llama(body: dict[str, Any]) -> CompatAsk:
         ),
         stop=_stops(body),
         n_indent=_int(body, "n_indent", 0, 4096) or 0,
-        stream=_stream(body),
+        stream=_bool(body, "stream"),
+        raw=_bool(body, "raw"),
         response_fields=tuple(fields) if fields else None,
         model=_model(body),
         warm_only=max_tokens == 0,
@@ -218,7 +228,8 @@ def parse_openai(body: dict[str, Any]) -> CompatAsk:
     return CompatAsk(
         ask=_ask(prompt + suffix, len(prompt), language_id, n, _params(body, max_tokens)),
         stop=_stops(body),
-        stream=_stream(body),
+        stream=_bool(body, "stream"),
+        raw=_bool(body, "raw"),
         model=_model(body),
         warm_only=max_tokens == 0,
         include_usage=include_usage,

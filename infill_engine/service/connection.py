@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..decide import trusted
 from ..fields import is_id
 from ..hole import Hole
 from ..params import InfillParams, InfillResult
@@ -367,7 +368,8 @@ class Connection:
         except Refusal as e:
             self._reply(rid, pending, error(rid, NATIVE, e.code, e.message))
         else:
-            reply = {"type": NATIVE, "id": rid, "result": native_result(prepared, done)}
+            result = native_result(ask, prepared, done, trusted(service.model))
+            reply = {"type": NATIVE, "id": rid, "result": result}
             self._reply(rid, pending, reply, [r for r, _ in done])
 
     async def _rows(

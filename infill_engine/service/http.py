@@ -42,6 +42,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..decide import trusted
 from ..hole import Hole, Prepared
 from ..params import InfillResult
 from .compat import (
@@ -62,7 +63,7 @@ from .compat import parse_openai as parse_openai_body
 from .frames import FrameError, decode_payload
 from .front import Service
 from .metrics import CONTENT_TYPE as METRICS_TYPE
-from .native import native_result, parse_native, run_native, with_drafts, without_secrets
+from .native import native_result, parse_native, run_native, shown, without_secrets
 from .refine import parse_refine, run_refine
 from .slots import Slot, Slots
 from .stream import Done, Shape, Stream, event
@@ -132,16 +133,14 @@ class HttpFront:
     async def infill(self, request: Request) -> Response:
         """llama.cpp's `/infill`: one reply, or a list of them for `n_cmpl` over 1."""
         model, n_ctx = self.service.model, self.service.max_positions
-        trust = model != "builtin"  # whether a fill agreeing with a draft counts (drafts.rank)
 
         def build(c: CompatAsk, prepared: Prepared | None, done: Done) -> list[dict[str, Any]]:
             if not done:  # nothing was written (a warm-up)
                 return [llama_reply(c, None, "", None, model, n_ctx, i)
                         for i in range(c.ask.candidates)]  # fmt: skip
-            done = without_secrets(with_drafts(prepared, done, trust))
             replies = []
-            for i, (r, _) in enumerate(done):
-                text, hit = clip(r.text, c.stop, c.n_indent)
+            for i, (r, text) in enumerate(self._answers(c, prepared, done)):
+                text, hit = clip(text, c.stop, c.n_indent)
                 replies.append(llama_reply(c, r, text, hit, model, n_ctx, i))
             return replies
 
@@ -155,12 +154,11 @@ class HttpFront:
     async def completions(self, request: Request) -> Response:
         """OpenAI's `/v1/completions`, `suffix` making it a fill in the middle."""
         model, ident = self.service.model, openai_ident()  # one id for a stream's chunks
-        trust = model != "builtin"
 
         def build(c: CompatAsk, prepared: Prepared | None, done: Done) -> dict[str, Any]:
             choices = [("", "length")] * c.ask.candidates if c.warm_only else []
-            for r, _ in without_secrets(with_drafts(prepared, done, trust)):
-                text, hit = clip(r.text, c.stop, 0)
+            for r, text in self._answers(c, prepared, done) if done else ():
+                text, hit = clip(text, c.stop, 0)
                 choices.append((text, finish_reason(r, hit)))
             ctx = prepared.context if prepared is not None else None
             seen = len(ctx.prefix_ids) + len(ctx.suffix_ids) if ctx is not None else 0
@@ -181,7 +179,8 @@ class HttpFront:
         async def run() -> Response:
             ask = parse_native(await self._body(request, packed))
             prepared, done = await self._rows(request, ask)
-            return _answer(native_result(prepared, done), packed)
+            trust = trusted(self.service.model)
+            return _answer(native_result(ask, prepared, done, trust), packed)
 
         return await self._guarded(request, "v2/infill", run)
 
@@ -198,6 +197,18 @@ class HttpFront:
         return await self._guarded(request, "v2/refine", run)
 
     # -- the shared path --------------------------------------------------------------------------
+    def _answers(
+        self, c: CompatAsk, prepared: Prepared | None, done: Done
+    ) -> list[tuple[InfillResult, str]]:
+        """Each candidate's text as a compatible route answers it, beside the row it reports:
+        what an editor would show (decide.py), the i-th text for the i-th candidate and ""
+        past the last; or, with `raw`, the model's own (a credential emptied)."""
+        if c.raw or prepared is None:
+            return [(r, r.text) for r, _ in without_secrets(done)]
+        chosen = shown(c.ask, prepared, done, trusted(self.service.model))
+        texts = [x.text for x in chosen] + [""] * len(done)
+        return [(r, texts[i]) for i, (r, _) in enumerate(done)]
+
     async def _compat(
         self,
         request: Request,
@@ -226,7 +237,10 @@ class HttpFront:
         slot = self.slots.hold(_peer(request))  # admitted already: its own place till the end
         started = time.monotonic()
         code = "ok"
-        stream = Stream(c, shape, lambda watch: self._rows(request, c.ask, watch))
+        # a finished answer is known only when the fills are: no pieces while they decode
+        stream = Stream(
+            c, shape, lambda watch: self._rows(request, c.ask, watch if c.raw else None)
+        )
         try:
             async with contextlib.aclosing(stream.events()) as events:
                 async for chunk in events:

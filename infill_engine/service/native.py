@@ -34,7 +34,12 @@ With a cursor (no `end`) the service also drafts from what the request carries: 
 `text` and of the `extra` chunks whose surroundings resemble the cursor's (drafts/), merged with
 the client's own `drafts`, best first.
 
-The reply: `items` (one per candidate: text, tokens, span, stop_reason, passes, timings),
+The reply: `shown`, what an editor would show, best first (text, source: "model" or the
+draft's, score: the draft's), the one decision the language server makes too (decide.py: the
+fills and the drafts finished against `text` in its indentation, nothing that adds a syntax
+error or looks like a credential, ranked and gated for the trigger; the served model's fills
+are trusted unless it is the builtin one); `items`, the model's own texts (one per candidate:
+text, tokens, span, stop_reason, passes, timings; a text that looks like a credential emptied),
 `plan` (kind, span, max_span, budgets) and `context` (the character range of `text` the model
 saw: `start`, `end`; with a selection, `text[start:offset]` and `text[end:context.end]`; and,
 when the call had chunks, `extra`: the paths of those kept, `extra_tokens` their tokens), so
@@ -50,7 +55,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .. import drafts
-from ..drafts.rank import choose
+from ..decide import Choice, Policy, Seen, decide
+from ..finish import Around
 from ..finish.secrets import held_back
 from ..hole import EXTRA_TOKENS, Hole, Prepared, prepare
 from ..params import InfillResult
@@ -164,7 +170,7 @@ async def run_native(
 ) -> tuple[Prepared, list[tuple[InfillResult, Ticket]]]:
     """An ask, prepared on the encoder thread and its rows run (work.run_rows): what both
     fronts do with a native call. Raises `Refusal`. `watch` hears the fills' leading text,
-    but the first one's when drafts were found (one may take its place: `with_drafts`)."""
+    but the first one's when drafts were found (one may take its place: `shown`)."""
     prepared: list[Prepared] = []
 
     def build(cancel: threading.Event) -> list[InfillRequest]:
@@ -182,20 +188,22 @@ async def run_native(
     return prepared[0], done
 
 
-def with_drafts(
-    prepared: Prepared | None, done: list[tuple[InfillResult, Ticket]], trust_model: bool = True
-) -> list[tuple[InfillResult, Ticket]]:
-    """The rows' results as the routes of other tools answer them: the first one's text is the
-    draft the ranking puts first when there is one (over the gate, or one a trusted model's fill
-    agrees with: drafts.rank), else the model's fill. The native reply keeps both apart."""
-    if prepared is None or not prepared.drafts or not done:
-        return done
-    fills = [r.text for r, _ in done]
-    best = choose(fills, prepared.drafts, False, drafts.GATE, trust_model, 0, prepared.typed)
-    if not best or best[0].source == "model":
-        return done
-    first, ticket = done[0]
-    return [(dataclasses.replace(first, text=best[0].text), ticket), *done[1:]]
+def shown(
+    ask: Hole, prepared: Prepared, done: list[tuple[InfillResult, Ticket]], trust_model: bool
+) -> list[Choice]:
+    """What an editor would show for the ask (decide.py): the fills and the drafts finished
+    against the ask's text, in its own indentation, ranked and gated as the language server
+    does for the ask's trigger (`automatic` or else invoked)."""
+    text, ctx = ask.text, prepared.context
+    seen = Seen(
+        Around(text[: ask.offset], text[ask.after :], text[ask.offset : ask.after]),
+        text[ctx.prefix_start : ask.offset],
+        text[ask.after : ctx.suffix_end],
+        ask.language_id,
+        prepared.plan.kind,
+    )
+    policy = Policy(automatic=ask.priority == "automatic", trust_model=trust_model)
+    return decide([r.text for r, _ in done], prepared.drafts, seen, policy)
 
 
 def without_secrets(done: list[tuple[InfillResult, Ticket]]) -> list[tuple[InfillResult, Ticket]]:
@@ -204,13 +212,19 @@ def without_secrets(done: list[tuple[InfillResult, Ticket]]) -> list[tuple[Infil
     return [(dataclasses.replace(r, text="") if held_back(r.text) else r, t) for r, t in done]
 
 
-def native_result(prepared: Prepared, done: list[tuple[InfillResult, Ticket]]) -> dict[str, Any]:
+def native_result(
+    ask: Hole, prepared: Prepared, done: list[tuple[InfillResult, Ticket]], trust_model: bool
+) -> dict[str, Any]:
+    """The reply: the model's own texts (`items`, a credential emptied), and what an editor
+    would show (`shown`, decide.py), with the plan, the context and the drafts."""
+    chosen = shown(ask, prepared, done, trust_model)
     plan, ctx = prepared.plan, prepared.context
     context: dict[str, Any] = {"start": ctx.prefix_start, "end": ctx.suffix_end}
     if ctx.extra is not None:  # the call had other files' chunks
         context.update(extra=list(ctx.extra.files), extra_tokens=len(ctx.extra.ids))
     return {
-        "items": [result_dict(r, t) for r, t in done],
+        "items": [result_dict(r, t) for r, t in without_secrets(done)],
+        "shown": [{"text": c.text, "source": c.source, "score": c.score} for c in chosen],
         "plan": {
             "kind": plan.kind,
             "span": plan.span,

@@ -172,7 +172,11 @@ def test_llama_cpp_infill_reads_prompt_as_the_cursor_line_and_narrows_its_fields
         "text": doc, "offset": CURSOR, "languageId": "python", "trigger": "invoked",
         "params": {"max_span": 24, "min_tokens": 1}}).json()  # fmt: skip
     assert native["drafts"] == []
-    assert full["content"] == native["items"][0]["text"]
+    # what an editor would show, as the native reply's `shown` says; `raw`: the model's own
+    shown = native["shown"]
+    assert full["content"] == (shown[0]["text"] if shown else "")
+    raw = client.post("/infill", headers=AUTH, json={**llama, "raw": True}).json()
+    assert raw["content"] == native["items"][0]["text"]
     assert full["timings"]["predicted_n"] == native["items"][0]["tokens"]
     fields = ["content", "timings/predicted_n", "truncated", "no/such"]
     narrow = client.post("/infill", headers=AUTH, json={**llama, "response_fields": fields})
@@ -490,7 +494,7 @@ def test_a_selection_is_not_its_own_context(engine: Engine) -> None:
     assert "OLD" not in engine.decode_ids(list(ctx.prefix_ids) + list(ctx.suffix_ids))
     assert (ctx.prefix_start, ctx.suffix_end) == (0, len(text))
     assert prepared.plan.kind == "selection"
-    assert native_result(prepared, [])["context"] == {"start": 0, "end": len(text)}
+    assert native_result(ask, prepared, [], False)["context"] == {"start": 0, "end": len(text)}
 
 
 # -- what llama.cpp, OpenAI and the docs say, and what /metrics counts -----------------------------

@@ -1,8 +1,9 @@
 """The HTTP front driven by a client no one here wrote: the `openai` package against
 `/v1/completions` with a `suffix` (fill in the middle), plain and streamed, with several choices,
-stop strings, a wrong token and a bad request. The fills must be exactly what the engine writes
-in-process for the same hole through the native path (greedy decoding is deterministic, and a
-row decodes the same in any batch), cut at the stop strings."""
+stop strings, a wrong token and a bad request. With `raw` the fills must be exactly what the
+engine writes in-process for the same hole through the native path (greedy decoding is
+deterministic, and a row decodes the same in any batch), cut at the stop strings; by default
+they are what an editor would show (decide.py), which the native reply's `shown` says."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def complete(client: openai.OpenAI, **kwargs: Any) -> Any:
         max_tokens=MAX_TOKENS,
         n=2,
         temperature=0,
-        extra_body={"languageId": "python"},
+        extra_body={"languageId": "python", "raw": True},
         **kwargs,
     )
 
@@ -149,10 +150,38 @@ def test_one_choice_and_a_single_prompt_list(client: openai.OpenAI, reference: R
         prompt=[DOC[:CURSOR]],
         suffix=DOC[CURSOR:],
         max_tokens=MAX_TOKENS,
-        extra_body={"languageId": "python"},
+        extra_body={"languageId": "python", "raw": True},
     )
     assert len(r.choices) == 1
     assert r.choices[0].text == reference.texts([])[0]  # the planned span is the first candidate
+
+
+def test_by_default_the_choices_are_what_an_editor_would_show(
+    client: openai.OpenAI, base_url: str, reference: Reference
+) -> None:
+    """Not the model's raw text: the native reply's `shown` for the same hole (one decision,
+    decide.py), "" past its last; the same streamed, in one piece."""
+    native = httpx.post(
+        base_url.removesuffix("/v1") + "/v2/infill",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        json={"text": DOC, "offset": CURSOR, "languageId": "python", "candidates": 2,
+              "trigger": "invoked", "params": {"max_span": MAX_TOKENS, "min_tokens": 1}},
+        timeout=120,
+    ).json()  # fmt: skip
+    want = [x["text"] for x in native["shown"]][:2]
+    want += [""] * (2 - len(want))
+    assert [i["text"] for i in native["items"]] == [r.text for r in reference.results]
+    args = {"model": "builtin", "prompt": DOC[:CURSOR], "suffix": DOC[CURSOR:],
+            "max_tokens": MAX_TOKENS, "n": 2, "extra_body": {"languageId": "python"}}  # fmt: skip
+    r = client.completions.create(**args)
+    assert [c.text for c in r.choices] == want
+    assert want != reference.texts([]), "the hole no longer tells shown from raw"
+    text = ["", ""]
+    with client.completions.create(**args, stream=True) as stream:
+        for chunk in stream:
+            for c in chunk.choices:
+                text[c.index] += c.text
+    assert text == want
 
 
 # -- streamed -----------------------------------------------------------------------------------
@@ -186,7 +215,7 @@ def test_streamed_calls_at_once_from_the_async_client(base_url: str, reference: 
         text = ["", ""]
         stream = await c.completions.create(
             model="builtin", prompt=DOC[:CURSOR], suffix=DOC[CURSOR:], max_tokens=MAX_TOKENS,
-            n=2, stream=True, extra_body={"languageId": "python"})  # fmt: skip
+            n=2, stream=True, extra_body={"languageId": "python", "raw": True})  # fmt: skip
         async for chunk in stream:
             for choice in chunk.choices:
                 text[choice.index] += choice.text

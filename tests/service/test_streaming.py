@@ -1,7 +1,9 @@
 """Streamed fills arrive as their blocks finish: the scheduler hands a watched row's committed
 leading text to its ticket's `progress` listener after each block, and the HTTP front's streamed
 `/infill` and `/v1/completions` send each new piece as an event. The pieces of a fill join to
-what the plain call answers, stop strings and `n_indent` included. Real engine (the builtin
+what the plain call answers, stop strings and `n_indent` included. That is the model's own text
+(`raw`); what an editor would show (the default) is known once the fills are, and streams in one
+piece at the end. Real engine (the builtin
 model), real scheduler, the real HTTP front on a loopback port."""
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 DOC = "def main():\n    \n"
 CURSOR = DOC.index("main():\n    ") + len("main():\n    ")
 LLAMA = {"input_prefix": DOC[:CURSOR], "input_suffix": DOC[CURSOR:], "n_predict": 128,
-         "languageId": "python"}  # fmt: skip
+         "languageId": "python", "raw": True}  # fmt: skip
 OPENAI = {"prompt": DOC[:CURSOR], "suffix": DOC[CURSOR:], "max_tokens": 128,
-          "languageId": "python"}  # fmt: skip
+          "languageId": "python", "raw": True}  # fmt: skip
 
 
 engine = builtin_engine.engine  # the module's engine fixture (builtin_engine.py)
@@ -125,6 +127,25 @@ def test_a_streamed_infill_sends_pieces_that_join_to_the_plain_answer(
     assert "".join(pieces) == plain["content"]
     assert last["stop"] is True and last["content"] == ""
     assert last["tokens_predicted"] == plain["tokens_predicted"]
+
+
+def test_a_finished_answer_streams_in_one_piece_at_the_end(client: httpx.Client) -> None:
+    """By default the answer is what an editor would show: known only when the fill is done
+    (the syntax check reads the whole text), so it comes whole, and is the plain answer."""
+    for route, body, text in (
+        ("/infill", {**LLAMA, "raw": False}, lambda e: e.get("content", "")),
+        (
+            "/v1/completions",
+            {**OPENAI, "raw": False},
+            lambda e: e["choices"][0]["text"] if e["choices"] else "",
+        ),
+    ):
+        plain = client.post(route, headers=AUTH, json=body).json()
+        want = plain["content"] if route == "/infill" else plain["choices"][0]["text"]
+        raw = client.post(route, headers=AUTH, json={**body, "raw": True}).json()
+        assert want != (raw["content"] if route == "/infill" else raw["choices"][0]["text"])
+        pieces = [text(e) for e in events(client, route, body) if e != "[DONE]"]
+        assert [p for p in pieces if p] == ([want] if want else [])
 
 
 @pytest.mark.parametrize("cut", [{"stop": ["self"]}, {"stop": ["\n\n"]}, {"n_indent": 4}])
