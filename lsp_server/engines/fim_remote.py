@@ -54,11 +54,11 @@ from infill_engine.params import InfillResult, RefineResult, StopReason
 from infill_engine.stop import StopRule
 
 from ..options import FIM_PREFIX, EngineOptions
+from .backoff import Backoff, Retry
 from .engine_client import Filled, Hole, NotReady, Port, Superseded
 from .remote import RemoteError
 from .remote_engine import CANCEL_POLL_S
 from .untrusted import (
-    Backoff,
     BadAnswer,
     check_text,
     parse_json,
@@ -143,7 +143,7 @@ class FimEngineClient:
         self.troubled = False  # the user was told of the current trouble
         self.closed = False
         self.http: httpx.AsyncClient | None = None
-        self._retry: asyncio.Task[None] | None = None
+        self._retry = Retry(self._rehello, lambda: Backoff(*self.backoff_s), lambda: self.closed)
 
     def _client(self) -> httpx.AsyncClient:
         if self.http is None:
@@ -162,7 +162,12 @@ class FimEngineClient:
         """The first attempt, and how the load ends (reported); never raises."""
         report(f"connecting to the completion API at {self.address.base}")
         if await self._hello() is None:
-            self._retry = asyncio.get_running_loop().create_task(self._retry_loop())
+            self._retry.start()
+
+    @property
+    def retrying(self) -> bool:
+        """Whether it is waiting for the API to answer (after a first try that got none)."""
+        return self._retry.running
 
     async def _hello(self) -> bool | None:
         """`GET {base}/models`: True when ready, False when refused for good, None to retry."""
@@ -199,12 +204,8 @@ class FimEngineClient:
             except BadAnswer:
                 return 200, None
 
-    async def _retry_loop(self) -> None:
-        backoff = Backoff(*self.backoff_s)
-        while not self.closed:
-            await asyncio.sleep(backoff.next())
-            if self.closed or await self._hello() is not None:
-                return
+    async def _rehello(self) -> bool:
+        return await self._hello() is not None
 
     def _refused(self, status: int) -> str:
         hint = "check" if self.key else "no key is set: set"
@@ -216,8 +217,7 @@ class FimEngineClient:
     def close(self) -> None:
         """Stop retrying; requests in flight end with the client."""
         self.closed = True
-        if self._retry is not None:
-            self._retry.cancel()
+        self._retry.stop()
         http, self.http = self.http, None
         if http is not None:
             try:

@@ -35,7 +35,8 @@ from infill_engine.service import (
 )
 
 from ..options import normalize_address
-from .untrusted import Backoff, shown
+from .backoff import Backoff, Retry
+from .untrusted import shown
 
 log = logging.getLogger("dllm-infill-ls.remote")
 
@@ -157,7 +158,12 @@ class Link:
         self.sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
         self.reconnects = 0  # connections made after a loss or a failed first attempt
         self._ids = itertools.count(1)
-        self._retry: asyncio.Task[None] | None = None
+        self._retry = Retry(
+            self._reconnect,
+            lambda: Backoff(self.backoff_s, self.max_backoff_s),
+            done=lambda: self.closed or self.connected,
+            sleep=lambda delay: self.sleep(delay),  # the one set now (a test sets its own)
+        )
 
     @property
     def connected(self) -> bool:
@@ -181,28 +187,31 @@ class Link:
 
     def retry(self) -> None:
         """Keep trying to connect, with backoff, until connected or closed."""
-        if not self.closed and (self._retry is None or self._retry.done()):
-            self._retry = asyncio.get_running_loop().create_task(self._retry_loop())
+        if not self.closed:
+            self._retry.start()
 
-    async def _retry_loop(self) -> None:
-        backoff = Backoff(self.backoff_s, self.max_backoff_s)
-        while not self.closed and not self.connected:
-            await self.sleep(backoff.next())
-            try:
-                hello = await self.connect()
-            except Refused as e:
-                self.on_down(str(e))
-                return
-            except Unavailable as e:
-                log.debug("engine service %s: %s; trying again", self.address, e)
-                continue
-            self.reconnects += 1
-            await self.on_up(hello)
+    @property
+    def retrying(self) -> bool:
+        """Whether it is trying to connect again now."""
+        return self._retry.running
+
+    async def _reconnect(self) -> bool:
+        """One more try (over when refused: no retry fixes that)."""
+        try:
+            hello = await self.connect()
+        except Refused as e:
+            self.on_down(str(e))
+            return True
+        except Unavailable as e:
+            log.debug("engine service %s: %s; trying again", self.address, e)
+            return False
+        self.reconnects += 1
+        await self.on_up(hello)
+        return False  # over once connected (Retry's done), unless it was lost again
 
     def _stop_retrying(self) -> None:
         self.closed = True
-        if self._retry is not None:
-            self._retry.cancel()
+        self._retry.stop()
 
 
 class RemoteClient(Link):

@@ -13,8 +13,7 @@ what they log clean:
   parser holds the GIL throughout: a thread alone would not free the loop); one over
   PARSE_OFF_LOOP bytes is parsed on a thread all the same.
 - **Pauses.** `retry_after_s` reads `Retry-After` as at most MAX_RETRY_AFTER_S, and a negative,
-  non-finite or unreadable one as absent; `Backoff` is the doubling delay every retry loop and
-  every pause of the clients share.
+  non-finite or unreadable one as absent (backoff.py's `Backoff.after` waits it).
 - **Logs.** `shown` is what of a remote's text may be logged or shown: control characters
   escaped (no forged log lines, no terminal escapes), at most SHOWN_CHARS characters.
   `guard_logs` puts a `SecretFilter` on pygls' loggers and ours: the value of a token, a key or
@@ -32,7 +31,6 @@ import math
 import re
 import time
 from collections.abc import AsyncGenerator, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -186,29 +184,6 @@ def retry_after_s(value: str | None, now: float | None = None) -> float | None:
             return None
         seconds = max(0.0, when - (time.time() if now is None else now))  # a past date: now
     return min(seconds, MAX_RETRY_AFTER_S) if math.isfinite(seconds) else None
-
-
-@dataclass
-class Backoff:
-    """A delay that doubles, from `first` up to `longest`, with each failure in a row."""
-
-    first: float
-    longest: float
-    failures: int = 0
-
-    def next(self) -> float:
-        """The delay after one more failure."""
-        delay = min(self.longest, self.first * 2.0 ** min(self.failures, 64))
-        self.failures += 1
-        return delay
-
-    def after(self, retry_after: str | None) -> float:
-        """The pause a server asked for (its Retry-After, bounded), else the next delay."""
-        wait = retry_after_s(retry_after)
-        return self.next() if wait is None else wait
-
-    def reset(self) -> None:
-        self.failures = 0
 
 
 # -- logs -----------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from procfs import rss_mib
 from infill_engine import InfillParams
 from lsp_server.engines import fim_remote, http_remote, untrusted
 from lsp_server.engines.backend import Backend
+from lsp_server.engines.backoff import Backoff
 from lsp_server.engines.engine_client import Hole, NotReady
 from lsp_server.engines.fim_remote import FimEngineClient
 from lsp_server.engines.remote import RemoteError
@@ -167,7 +168,7 @@ def test_retry_after_and_the_backoff() -> None:
         assert r(junk) is None, junk
     assert r("Fri, 31 Dec 9999 23:59:59 GMT") == 60.0
     assert r("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date gone by: now
-    b = untrusted.Backoff(1.0, 60.0)
+    b = Backoff(1.0, 60.0)
     assert [b.next() for _ in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
     assert b.after("5") == 5.0 and b.after("1e400") == 60.0
     b.reset()
