@@ -93,9 +93,10 @@ def fill(argv: list[str]) -> int:
         )
         params = replace(params, max_span=max(params.max_span, plan.max_span))
     r = engine.infill(prefix, suffix, params, plan=plan)
-    found = [] if a.raw or a.no_drafts else _drafts(text, prefix, suffix, language)
-    shown, source = (r.text, "model") if a.raw else _shown(r.text, prefix, suffix, language,
-                                                           found, a.model != "builtin")  # fmt: skip
+    found = [] if a.raw or a.no_drafts else _drafts(text, len(prefix))
+    kind = plan.kind if plan is not None else ""
+    shown, source = (r.text, "model") if a.raw else _shown(r.text, text, len(prefix), language,
+                                                           found, a.model, kind)  # fmt: skip
     if a.json:
         fields = ("tokens", "nfe_full", "nfe_block", "elapsed_ms", "stop_reason", "span")
         out: dict[str, Any] = {"text": shown, "source": source, "raw": r.text}
@@ -106,27 +107,23 @@ def fill(argv: list[str]) -> int:
     return 0
 
 
-def _drafts(text: str, prefix: str, suffix: str, language: str) -> list[Any]:
-    """The drafts an editor would be offered here, from the file itself, each finished."""
+def _drafts(text: str, offset: int) -> list[Any]:
+    """The drafts an editor would be offered here, from the file itself."""
     from .drafts import gather
-    from .drafts.rank import finished
 
-    return finished(gather(text, len(prefix)), prefix, suffix, language)
+    return gather(text, offset)
 
 
 def _shown(
-    raw: str, prefix: str, suffix: str, language: str, found: list[Any], trust: bool
+    raw: str, text: str, offset: int, language: str, found: list[Any], model: str, kind: str
 ) -> tuple[str, str]:
-    """What an editor shows for an invoked request (finish: the language server's finishing
-    steps and syntax check, on the whole file; then the ranking of the fill with the drafts,
-    drafts.rank), and where it came from; "" with a word on stderr when nothing is left."""
-    from .drafts import GATE, typed_before
-    from .drafts.rank import choose
-    from .finish import finish
+    """What an editor shows for an invoked request (decide.py: the fill and the drafts
+    finished against the whole file, ranked and gated as the language server does), and where
+    it came from; "" with a word on stderr when nothing is left."""
+    from .decide import Policy, Seen, decide, trusted
 
-    text = finish(raw, prefix, suffix, language)
-    typed = typed_before(prefix, len(prefix))
-    best = choose([text] if text else [], found, False, GATE, trust, typed=typed)
+    best = decide([raw], found, Seen.whole(text, offset, language, kind),
+                  Policy(automatic=False, trust_model=trusted(model)))  # fmt: skip
     if not best:
         print(
             "dllm-infill fill: nothing to show: an editor would show no completion here (the "
@@ -135,9 +132,12 @@ def _shown(
         )
         return "", "model"
     if best[0].source != "model":
-        where = next(d.where for d in found if d.text == best[0].text)
+        where = next((d.where for d in found if d.text.strip() == best[0].text.strip()), "")
+        own = decide([raw], [], Seen.whole(text, offset, language, kind),
+                     Policy(automatic=False, trust_model=True))  # fmt: skip
         print(f"dllm-infill fill: a draft ({best[0].source}, {where}, score {best[0].score:.2f}); "
-              f"the model's own fill: {text!r} (--no-drafts)", file=sys.stderr)  # fmt: skip
+              f"the model's own fill: {own[0].text if own else ''!r} (--no-drafts)",
+              file=sys.stderr)  # fmt: skip
     return best[0].text, best[0].source
 
 
