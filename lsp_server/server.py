@@ -324,6 +324,7 @@ def status(ls: DllmServer, params: Any) -> dict[str, Any]:
         "crossfile": ls.completer.crossfile.status(),
         "drafts": {
             "shown": dict(ls.completer.sources),
+            "drafted_only": ls.completer.drafted_only,  # decided with no model pass
             "workspace": ls.completer.workspace.status() if ls.completer.workspace else None,
         },
         "stats": ls.stats.summary(),

@@ -84,8 +84,14 @@ async def test_a_gate_of_zero_shows_it_as_the_user_types(
     await start(client, settings=settings, folders=[tmp_path])
     await _indexed(client)
     open_doc(client, groups.as_uri(), HOLE)
+    before = await status(client)
     items = await inline(client, groups.as_uri(), 2, 4, invoked=False)
     assert [item_text(i) for i in items] == [LINE]
+    # the builtin model is not trusted: none of its fills could be shown unasked, so no model
+    # pass was run for it (decide.Policy.model_shown), and the draft was decided on alone
+    after = await status(client)
+    assert after["model_calls"] == before["model_calls"]
+    assert after["drafts"]["drafted_only"] == before["drafts"]["drafted_only"] + 1 == 1
 
 
 async def test_drafts_off_gives_the_models_fills_alone(
@@ -97,7 +103,8 @@ async def test_drafts_off_gives_the_models_fills_alone(
     items = await inline(client, groups.as_uri(), 2, 4)
     assert LINE not in [item_text(i) for i in items]
     s = await status(client)
-    assert s["drafts"] == {"shown": {}, "workspace": None}  # no index built, nothing counted
+    # no index built, nothing counted
+    assert s["drafts"] == {"shown": {}, "drafted_only": 0, "workspace": None}
 
 
 async def test_a_watched_file_change_reaches_the_index(

@@ -1,0 +1,102 @@
+"""The one decision of what is shown (infill_engine/decide.py), on its own: no model, no server.
+
+Every front calls it (the language server, `fill`, the service's routes); the end-to-end tests
+of each front check that they answer what it decides (tests/lsp/test_lsp_drafts.py,
+tests/service/test_http_clients.py, tests/engine/test_cli_fill.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infill_engine.decide import Policy, Seen, decide, trusted
+from infill_engine.drafts import Draft, gather
+from infill_engine.finish import Indent
+
+# a body under the same opener in another file, indented by 4 spaces
+SOURCE = (
+    "def send_users(items):\n"
+    "    for item in items:\n"
+    "        if item.ready:\n"
+    "            item.send()\n"
+    "            log(item)\n"
+    "    return items\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("unit", "editor"),
+    [
+        ("\t", Indent("\t", 1)),
+        ("\t", None),  # the editor sent no formatting options: read from the document
+        ("  ", Indent(" ", 2)),
+        ("    ", Indent(" ", 4)),
+        ("        ", Indent(" ", 8)),
+        ("  ", None),
+    ],
+)
+def test_a_body_from_a_4_space_file_reads_in_the_documents_own_indentation(
+    unit: str, editor: Indent | None
+) -> None:
+    doc = f"def send_groups(items):\n{unit}for item in items:\n{unit * 2}\n{unit}return items\n"
+    offset = doc.index(f"items:\n{unit * 2}") + len(f"items:\n{unit * 2}")
+    found = gather(doc, offset, (("users.py", SOURCE),))
+    chosen = decide(
+        [], found, Seen.whole(doc, offset, "python"), Policy(False, False, indent=editor)
+    )
+    bodies = [c.text for c in chosen if "\n" in c.text]
+    inner = unit * 3
+    assert bodies == [f"if item.ready:\n{inner}item.send()\n{inner}log(item)"]
+    if unit == "\t":
+        assert " " not in bodies[0].replace("if item.ready", "")  # tabs only
+
+
+HOLE = "def load(db):\n    rows = db.query('x')\n    \n    return result\n"
+CURSOR = HOLE.index("    \n") + 4
+LINE = "result = [dict(r) for r in rows]"
+
+
+def test_an_untrusted_models_fills_are_never_shown_unasked_and_that_is_known_first() -> None:
+    policy = Policy(automatic=True, trust_model=False, gate=0.0)
+    assert not policy.model_shown
+    sure = Draft(LINE, "workspace", 3.0)
+    chosen = decide(["x = 1"], [sure], Seen.whole(HOLE, CURSOR, "python"), policy)
+    assert [(c.text, c.source) for c in chosen] == [(LINE, "workspace")]
+    # asked for, the model's fill is shown too, after the drafts (it is not trusted)
+    asked = decide(["x = 1"], [sure], Seen.whole(HOLE, CURSOR, "python"), Policy(False, False))
+    assert [c.source for c in asked] == ["workspace", "model"]
+    assert Policy(automatic=True, trust_model=True).model_shown
+    assert Policy(automatic=False, trust_model=False).model_shown
+
+
+def test_nothing_shown_adds_a_syntax_error_or_repeats_the_suffix() -> None:
+    seen = Seen.whole(HOLE, CURSOR, "python")
+    trusting = Policy(automatic=False, trust_model=True)
+    chosen = decide(['return db"', "result = (", "result = {'a': "], [], seen, trusting)
+    assert chosen and all(c.text not in ("result = (", "result = {'a': ") for c in chosen)
+    for c in chosen:  # each, in place, leaves the document compiling
+        compile(HOLE[:CURSOR] + c.text + HOLE[CURSOR:], "hole.py", "exec")
+    chosen = decide(["result = rows\n    return result"], [], seen, trusting)
+    assert [c.text for c in chosen] == ["result = rows"]  # the suffix's own line is cut
+
+
+def test_an_automatic_fill_keeps_to_one_line_except_on_a_body() -> None:
+    trusting = Policy(automatic=True, trust_model=True)
+    fill = "result = rows\n    result.sort()"
+    line = decide([fill], [], Seen.whole(HOLE, CURSOR, "python", "statement"), trusting)
+    assert [c.text for c in line] == ["result = rows"]
+    body = decide([fill], [], Seen.whole(HOLE, CURSOR, "python", "block_body"), trusting)
+    assert [c.text for c in body] == [fill]
+
+
+def test_what_is_typed_is_read_from_the_document() -> None:
+    text = "def f():\n    retu"
+    assert Seen.whole(text, len(text), "python").typed == "retu"
+    assert Seen.whole("x", 0, "python").typed == ""
+
+
+def test_trust() -> None:
+    assert not trusted("builtin")
+    assert trusted("builtin", remote=True)
+    assert trusted("org/model")
+    assert trusted("org/model", setting=False) is False
+    assert trusted("builtin", setting=True)
