@@ -110,6 +110,12 @@ class WindowGraphs:
         self._seen: dict[tuple[Any, ...], int] = {}
         self._graphs: dict[tuple[Any, ...], tuple[WindowPass, Pass]] = {}  # static inputs, replay
 
+    @property
+    def shapes(self) -> frozenset[tuple[Any, ...]]:
+        """The window shapes (`WindowPass.shape`) that have a captured graph now: a copy, to
+        read (the graphs go when the cache's tensors are replaced)."""
+        return frozenset(self._graphs)
+
     @classmethod
     def for_device(cls, model: DiffusionTransformer) -> WindowGraphs | None:
         device = next(model.parameters()).device

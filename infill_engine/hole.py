@@ -162,7 +162,8 @@ def prepare(engine: Any, hole: Hole) -> Prepared:
     requests = engine.requests(ctx.model_prefix, ctx.suffix, params, plan, hole.cancel, ctx.ids)
     found: list[drafts.Draft] = []
     if hole.end is None and hole.drafting:
-        found = drafts.gather(text, hole.offset, hole.extra, hole.drafts)
+        python = hole.language_id == "python"
+        found = drafts.gather(text, hole.offset, hole.extra, hole.drafts, python=python)
     if found and p.speculate != "off":  # the best few, as ids for the decoding (speculate.py)
         ids = tuple(tuple(engine.encode(d.text)) for d in found[: drafts.IN_DECODING])
         requests = [dataclasses.replace(r, drafts=ids) for r in requests]

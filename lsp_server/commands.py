@@ -93,9 +93,10 @@ def _hole(
     )
 
 
-def _checked(edit: Edit, text: str, language_id: str) -> Edit:
+def checked(edit: Edit, text: str, language_id: str) -> Edit:
     """The edit, unless it adds a syntax error to the document (syntax.Check): then the user is
-    told why and nothing is applied."""
+    told why and nothing is applied. Every command's edit passes through it last; public so
+    that the rule can be tested on its own (tests/lsp/test_syntax_check.py)."""
     if not syntax.Check(_around(text, edit.start, edit.end), language_id).clean(edit.text):
         raise CommandError("not applied: the model's text would add a syntax error to the document")
     return edit
@@ -134,7 +135,7 @@ async def fill_function_body(
     if at_line_start and not body.endswith("\n"):
         body += "\n"  # the next line (the closing brace, the next def) stays on its own line
     edit = Edit(hole.start, hole.end, body, f"filled {what}", confirm)
-    return _checked(edit, text, language_id)
+    return checked(edit, text, language_id)
 
 
 async def regenerate_selection(
@@ -171,7 +172,7 @@ async def regenerate_selection(
     new = await _fill(backend, sent, at, stop, language_id, opts, 2, "", around)
     if new is None:
         raise CommandError("the model wrote nothing usable for the selection")
-    return _checked(Edit(start, end, new, what, confirm), text, language_id)
+    return checked(Edit(start, end, new, what, confirm), text, language_id)
 
 
 async def refine_selection(
@@ -191,4 +192,4 @@ async def refine_selection(
     hole = _hole(text, start, end, language_id, opts, decode_params(opts.decode))
     r = await backend.refine(hole, fraction)
     what = f"refined {r.changed} of {len(r.remasked)} unlikely tokens"
-    return _checked(Edit(start, end, r.text, what, confirm), text, language_id)
+    return checked(Edit(start, end, r.text, what, confirm), text, language_id)

@@ -19,12 +19,13 @@ time, of the chunks that bear on the code at the cursor.
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
+
+from infill_engine.drafts.idents import IDENT, jaccard
 
 CHUNK_LINES = 64
 MAX_CHUNKS = 16
@@ -32,7 +33,6 @@ SIMILAR = 0.9  # line-set Jaccard over which a new chunk replaces a stored one
 NEAR_LINES = 24  # lines before the cursor whose identifiers ask for chunks
 CHARS_PER_TOKEN = 4  # code runs 3-4 characters a token: what to send for a token budget
 MAX_PUSH_CHARS = 64 * 1024
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 # Words of most languages' syntax and the commonest names: shared by nearly any two pieces of
 # code, so they relate nothing.
 _COMMON_WORDS = (
@@ -47,16 +47,11 @@ _COMMON = frozenset(_COMMON_WORDS.split())
 
 def identifiers(text: str) -> frozenset[str]:
     """The names in text worth matching: three characters or more, not syntax."""
-    return frozenset(w for w in _IDENT.findall(text) if w.lower() not in _COMMON)
+    return frozenset(w for w in IDENT.findall(text) if len(w) > 2 and w.lower() not in _COMMON)
 
 
 def _line_set(text: str) -> frozenset[str]:
     return frozenset(s for line in text.splitlines() if (s := line.strip()))
-
-
-def similarity(a: frozenset[str], b: frozenset[str]) -> float:
-    """Jaccard index of two line sets."""
-    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 def workspace_of(uri: str | None, roots: Sequence[str]) -> str | None:
@@ -91,7 +86,7 @@ class Chunk:
     name: str  # its header (display_name)
     text: str
     start_line: int  # where it starts in its document (0 when pushed)
-    lines: frozenset[str]  # its stripped, non-blank lines: what similarity compares
+    lines: frozenset[str]  # its stripped, non-blank lines (never none): what jaccard compares
     names: frozenset[str]  # its identifiers: what relevance compares
     source: str  # "open", "edit", "save", "push"
 
@@ -139,7 +134,7 @@ class ChunkStore:
         chunk = Chunk(
             uri, display_name(uri, self.roots), text, start_line, lines, identifiers(text), source
         )
-        self.chunks = [c for c in self.chunks if similarity(c.lines, lines) <= self.similar]
+        self.chunks = [c for c in self.chunks if jaccard(c.lines, lines) <= self.similar]
         self.chunks.append(chunk)
         del self.chunks[: max(0, len(self.chunks) - self.max_chunks)]
         return True

@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 
 from infill_engine.drafts import Cursor, Draft, LineIndex, candidates
+from infill_engine.drafts.imports import is_python
 from infill_engine.drafts.postings import FILES, MAX_FILES, Postings, cursor_keys, file_keys
 
 from .workspace_files import (
@@ -155,7 +156,7 @@ class WorkspaceIndex:
                     continue
                 numbers[path] = list(range(len(parts), len(parts) + len(split)))
                 for offset, piece, keep in split:
-                    keys.append((len(parts), file_keys(piece)))
+                    keys.append((len(parts), file_keys(piece, is_python(path.name))))
                     parts.append(Piece(path, offset, keep, _pack(piece)))
                     kinds.append(_KINDS[path.suffix])
                 total += len(text)
@@ -195,7 +196,8 @@ class WorkspaceIndex:
         if text is None:
             self.remove(path)
             return False
-        split = [(offset, piece, keep, file_keys(piece)) for offset, piece, keep in pieces(text)]
+        python = is_python(path.name)
+        split = [(o, piece, keep, file_keys(piece, python)) for o, piece, keep in pieces(text)]
         with self._lock:
             if path not in self._numbers and len(self._numbers) >= self.max_files:
                 return False
@@ -239,8 +241,9 @@ class WorkspaceIndex:
         document `uri` (never its own copy on disk), best first."""
         own = uri_path(uri)
         own = Path(os.path.realpath(own)) if own is not None else None
-        kind = _KINDS.get(own.suffix if own is not None else ".py", 0)
-        cur = Cursor.at(text, offset)
+        suffix = own.suffix if own is not None else ".py"  # an untitled document: Python's
+        kind = _KINDS.get(suffix, 0)
+        cur = Cursor.at(text, offset, python=is_python(suffix))
         with self._lock:
             keep = self._kinds == kind
             for n in self._numbers.get(own, ()) if own is not None else ():

@@ -69,13 +69,15 @@ def gather(
     extra: Sequence[tuple[str, str]] = (),
     carried: Iterable[Draft] = (),
     limit: int = LIMIT,
+    python: bool = True,
 ) -> list[Draft]:
     """Drafts for the cursor at `offset` of `text`: from the text itself, from the other files'
     chunks `extra` ((path, text), as the request carries them), and the `carried` ones a client
-    found, the best `limit` distinct texts first."""
+    found, the best `limit` distinct texts first. Imports are drafted only when `python` (the
+    text is Python, or of no language known): then the chunks' imports are read too."""
     indices = [document_index(text, offset)]
-    indices += [LineIndex.build(path, "extra", chunk) for path, chunk in extra]
-    found = candidates(Cursor.at(text, offset), indices, limit)
+    indices += [LineIndex.build(path, "extra", chunk, python=python) for path, chunk in extra]
+    found = candidates(Cursor.at(text, offset, python), indices, limit)
     return merge(found, carried, limit=limit)
 
 

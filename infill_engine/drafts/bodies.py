@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import fields, replace
 
 from .draft import Draft
-from .lines import _IDENT, WEIGHTS, Cursor, LineIndex, Weights, _jaccard, indent_of, score
+from .idents import IDENT, jaccard
+from .lines import WEIGHTS, Cursor, LineIndex, Weights, indent_of, score
 
 MAX_BODY_LINES = 12  # non-blank lines of a body drafted whole
 MAX_OPENERS = 64  # occurrences of the opener line looked at, per index
@@ -92,13 +93,13 @@ def bodies(
                 continue
             counts[text] = counts.get(text, 0) + 1
             after = index.neighbour(row + len(lines), 1)
-            names = set(_IDENT.findall(text))
+            names = set(IDENT.findall(text))
             step = len(indent_of(lines[0])) - len(indent_of(index.lines[row]))
             features = (
                 1.0,  # the opener is the line above
                 float(bool(cur.prev2) and index.neighbour(row, -1) == cur.prev2),
                 float(bool(cur.next) and after == cur.next),
-                _jaccard(index.window(row), cur.around),
+                jaccard(index.window(row), cur.around),
                 float(step == cur.step),
                 0.0,  # recurrence: added below, once every occurrence is counted
                 len(names & cur.known) / len(names) if names else 1.0,

@@ -1,12 +1,14 @@
 """What a document's imports bind and what names its code uses: the two things import drafts
-read (lines.Cursor.binds, drafts/postings.py's keys). Python's import syntax; a line of any
-other language binds nothing here."""
+read (lines.Cursor.binds, drafts/postings.py's keys). Python's import syntax, read only in
+Python (`is_python`: its callers ask it of a document's languageId or a file's path), so that
+no line of another language is taken for an import."""
 
 from __future__ import annotations
 
 import re
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+from .idents import IDENT
+
 _IMPORT = re.compile(r"(?:from\s+\.*[\w.]*\s+)?import\s+\(?([^()#]+?)\)?\s*$")
 
 
@@ -17,10 +19,18 @@ _NOT_CODE = re.compile(
 )
 
 
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+def is_python(path: str = "", language_id: str = "") -> bool:
+    """Whether a text is Python, by its languageId or its file's path (or URI)."""
+    return language_id == "python" or path.endswith(PYTHON_SUFFIXES)
+
+
 def code_names(text: str) -> frozenset[str]:
     """The names `text` uses as code: its identifiers outside comments and strings (a
     docstring's `>>> import toolz` uses nothing)."""
-    return frozenset(_IDENT.findall(_NOT_CODE.sub(" ", text)))
+    return frozenset(IDENT.findall(_NOT_CODE.sub(" ", text)))
 
 
 def imported_names(stripped: str) -> frozenset[str]:

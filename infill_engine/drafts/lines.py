@@ -25,10 +25,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, field
 
 from .draft import Draft
-from .imports import code_names, imported_names
+from .idents import IDENT, jaccard
+from .imports import code_names, imported_names, is_python
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|[^\sA-Za-z0-9_]")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 WINDOW = 4  # lines each side whose words are compared
 MAX_LINE_CHARS = 200  # longer lines are data, not statements worth drafting
 MAX_OCCURRENCES = 64  # occurrences of one line text scored (the rest only count)
@@ -99,10 +99,12 @@ class LineIndex:
         skip: tuple[int, int] | None = None,
         keep: tuple[int, int] | None = None,
         offset: int = 0,
+        python: bool | None = None,
     ) -> LineIndex:
         """Index `text`; rows in `skip` [lo, hi) are left out as candidates (the cursor's), and
         with `keep` [lo, hi) only those rows are candidates (a piece of a file: the rest is
-        context). `offset`: the row of the file where `text` starts (for `where`)."""
+        context). `offset`: the row of the file where `text` starts (for `where`). Its imports
+        are read when it is Python (`python`; None: by `path`)."""
         index = cls(path, source, text.split("\n"), offset=offset)
         lo, hi = keep if keep is not None else (0, len(index.lines))
         by_text: dict[str, list[int]] = defaultdict(list)
@@ -133,7 +135,8 @@ class LineIndex:
                 pending.append(row)
             prev, prev_shape = s, sh
         index.by_text, index.after_text = dict(by_text), dict(after)
-        index.imports = {s: names for s in by_text if (names := imported_names(s))}
+        if is_python(path) if python is None else python:
+            index.imports = {s: names for s in by_text if (names := imported_names(s))}
         index.before_text = dict(before)
         index.after_shape, index.before_shape = dict(after_shape), dict(before_shape)
         return index
@@ -214,7 +217,9 @@ class Cursor:
     used: frozenset[str] = frozenset()
 
     @classmethod
-    def at(cls, text: str, offset: int) -> Cursor:
+    def at(cls, text: str, offset: int, python: bool = True) -> Cursor:
+        """The cursor at `offset` of `text`; in a block of imports only in Python (`python`:
+        the text is Python, or of no language known)."""
         start = text.rfind("\n", 0, offset) + 1
         end = text.find("\n", offset)
         end = len(text) if end < 0 else end
@@ -225,7 +230,7 @@ class Cursor:
         next_lines = [s for s in after if s.strip()]
         prev_raw = prev_lines[0] if prev_lines else ""
         near = (prev_raw.strip(), next_lines[0].strip() if next_lines else "")
-        in_imports = any(imported_names(s) for s in near)
+        in_imports = python and any(imported_names(s) for s in near)
         imported: set[str] = set()
         code = []  # the lines but the imports: what the names are used in
         for line in before + after if in_imports else ():  # only import drafts read them
@@ -247,7 +252,7 @@ class Cursor:
             next=near[1],
             step=len(indent) - len(indent_of(prev_raw)),
             around=frozenset(around),
-            known=frozenset(_IDENT.findall(text[:start])) | frozenset(_IDENT.findall(text[end:])),
+            known=frozenset(IDENT.findall(text[:start])) | frozenset(IDENT.findall(text[end:])),
             next_indent=len(indent_of(next_lines[0])) if next_lines else -1,
             in_imports=in_imports,
             imported=frozenset(imported),
@@ -270,10 +275,6 @@ class Cursor:
         if rest and (not line.endswith(rest) or len(line) <= len(typed + rest)):
             return False
         return not (line.endswith((":", "{")) and self.next_indent <= len(self.indent))
-
-
-def _jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a and b else 0.0
 
 
 def _rows(index: LineIndex, cur: Cursor) -> Iterable[int]:
@@ -358,13 +359,13 @@ def occurrences(cur: Cursor, indices: Sequence[LineIndex]) -> list[Occurrence]:
         for row, s, ngram in itertools.chain(whole, inner):
             if not cur.takes(s):
                 continue
-            names = set(_IDENT.findall(s))
+            names = set(IDENT.findall(s))
             step = len(indent_of(index.lines[row])) - len(indent_of(_raw_above(index, row)))
             features = (
                 float(index.neighbour(row, -1) == cur.prev),
                 float(bool(cur.prev2) and index.neighbour(row, -1, 1) == cur.prev2),
                 float(bool(cur.next) and index.neighbour(row, 1) == cur.next),
-                _jaccard(index.window(row), cur.around),
+                jaccard(index.window(row), cur.around),
                 float(step == cur.step),
                 math.log(max(1, _count(counts, s, indices))),
                 len(names & cur.known) / len(names) if names else 1.0,

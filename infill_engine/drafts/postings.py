@@ -42,13 +42,17 @@ def _pack(texts: Iterable[str], tag: np.uint64) -> np.ndarray:
     return ((((h ^ tag) & _HASH_MASK) << np.uint64(FILE_BITS)) ^ _SIGN).view(np.int64)
 
 
-def file_keys(text: str) -> np.ndarray:
-    """The distinct keys a file holds (not yet combined with its number)."""
+def file_keys(text: str, python: bool = True) -> np.ndarray:
+    """The distinct keys a file holds (not yet combined with its number); the names its
+    imports bind only when it is Python (`python`)."""
     distinct = {s for line in text.split("\n") if (s := line.strip())}
     shapes = {sh for s in distinct if (sh := shape(s)) != s}
     starts = {s[:k] for s in distinct for k in PREFIXES if len(s) >= k}
     imports = {
-        name for s in distinct if s.startswith(("import ", "from ")) for name in imported_names(s)
+        name
+        for s in distinct
+        if python and s.startswith(("import ", "from "))
+        for name in imported_names(s)
     }
     parts = (
         _pack(distinct, _TEXT),

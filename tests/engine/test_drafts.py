@@ -16,6 +16,8 @@ from infill_engine.drafts import (
     gather,
     merge,
 )
+from infill_engine.drafts.imports import is_python
+from infill_engine.drafts.postings import cursor_keys, file_keys
 from infill_engine.drafts.rank import choose
 
 # Two functions with the same shape; the hole is the second's middle line.
@@ -263,3 +265,22 @@ def test_an_import_of_a_name_the_document_uses_and_lacks_is_drafted_from_elsewhe
     body = MODULE.index("    return") + 4
     assert not Cursor.at(MODULE, body).in_imports
     assert "import warnings" not in [d.text for d in candidates(Cursor.at(MODULE, body), [other])]
+
+
+def test_only_python_text_is_read_for_imports() -> None:
+    """Python's import syntax is read only in Python: a document, a file or a chunk of another
+    language has no block of imports at its cursor, no imports indexed, and no import keys."""
+    assert is_python("a/b.py") and is_python("file:///x.pyi") and is_python(language_id="python")
+    assert not is_python("a/b.js") and not is_python("", "typescript")
+    assert not Cursor.at(MODULE, IMPORT_CURSOR, python=False).in_imports
+    assert LineIndex.build("other.py", "workspace", ELSEWHERE).imports
+    assert not LineIndex.build("other.go", "workspace", ELSEWHERE).imports  # by its path
+    assert not LineIndex.build("other.py", "workspace", ELSEWHERE, python=False).imports
+    # a file's keys: the names its imports bind only for Python (postings.py)
+    with_imports, without = file_keys(ELSEWHERE), file_keys(ELSEWHERE, python=False)
+    import_keys = set(with_imports.tolist()) - set(without.tolist())
+    assert set(without.tolist()) < set(with_imports.tolist())
+    keys, _ = cursor_keys(Cursor.at(MODULE, IMPORT_CURSOR))  # warnings and reduce: asked for
+    assert set(keys) & import_keys
+    elsewhere, _ = cursor_keys(Cursor.at(MODULE, IMPORT_CURSOR, python=False))
+    assert not set(elsewhere) & import_keys

@@ -66,10 +66,10 @@ def test_graphs_are_dropped_when_the_cache_is_replaced(
     batch.admit(rows)
     while len(batch) == 2:
         batch.step()
-    shapes = set(graphs._graphs)
+    shapes = graphs.shapes
     assert shapes and all(key[0][0] == 2 for key in shapes)  # captured with both rows
     batch.step()  # a window pass of the row that stays (the short one left mid-block)
-    assert graphs._graphs.keys().isdisjoint(shapes)  # the two-row graphs are gone
+    assert graphs.shapes.isdisjoint(shapes)  # the two-row graphs are gone
     while batch:
         batch.step()
     e.runner.graphs = None
@@ -171,7 +171,7 @@ def test_a_shape_is_captured_on_its_after_th_run_with_one_cache() -> None:
     assert g.captures == 0
     third = window(50)
     assert torch.equal(g(cache, third), third.run(model, cache))  # type: ignore[arg-type]
-    assert (g.captures, g.replays) == (1, 1) and set(g._graphs) == {third.shape}
+    assert (g.captures, g.replays) == (1, 1) and g.shapes == {third.shape}
     fourth = window(70)  # replayed on the static inputs, holding this step's values
     assert torch.equal(g(cache, fourth), fourth.run(model, cache))  # type: ignore[arg-type]
     assert (g.captures, g.replays) == (1, 2)

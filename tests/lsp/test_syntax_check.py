@@ -21,7 +21,7 @@ from conftest import DATA
 
 from infill_engine.context import Tokens, build_context
 from lsp_server import syntax
-from lsp_server.commands import CommandError, Edit, _checked
+from lsp_server.commands import CommandError, Edit, checked
 from lsp_server.finish import finish
 
 STORE = (DATA / "syntax" / "store.py").read_text("utf-8")
@@ -158,19 +158,19 @@ def test_a_command_replacing_a_body_is_checked_against_the_document_with_it() ->
     body = "    return w * h"
     assert syntax.fit(before, body + ":", after, "python", replaced=old) == body
     edit = Edit(len(before), len(before) + len(old), body, "filled")
-    assert _checked(edit, before + old + after, "python") is edit
+    assert checked(edit, before + old + after, "python") is edit
     # `return` outside a function: tree-sitter has no error, compile refuses it
     at = len(before + old + "\n\n\n")
     bad = Edit(at, at + len("print(area(2, 3))"), "return area(2, 3)", "regenerated")
     with pytest.raises(CommandError, match="syntax error"):
-        _checked(bad, before + old + after, "python")
+        checked(bad, before + old + after, "python")
     # a broken selection regenerated: fixed, it is applied; still broken in its own text, not
     broken = "    retrun w h"
     text = before + broken + after
     fixed = Edit(len(before), len(before) + len(broken), body, "regenerated")
-    assert _checked(fixed, text, "python") is fixed
+    assert checked(fixed, text, "python") is fixed
     with pytest.raises(CommandError, match="syntax error"):
-        _checked(Edit(fixed.start, fixed.end, "    return w h", "regenerated"), text, "python")
+        checked(Edit(fixed.start, fixed.end, "    return w h", "regenerated"), text, "python")
 
 
 # Other languages: tree-sitter alone, by where the errors are.
