@@ -279,6 +279,11 @@ class WorkspaceIndex:
                     self._cached_lines -= len(self._cache.popitem(last=False)[1].lines)
         return index
 
+    def paths(self) -> frozenset[Path]:
+        """The files indexed now, by their resolved paths: a copy, to read."""
+        with self._lock:
+            return frozenset(self._numbers)
+
     def status(self) -> dict[str, Any]:
         with self._lock:
             return {

@@ -255,8 +255,8 @@ def _check_bounds(index: WorkspaceIndex, root: Path) -> list[str]:
     """The indexed paths all lie under the resolved root, and no draft at the hole carries a
     marker nor comes from outside it; the drafts' texts."""
     real = root.resolve()
-    assert index._numbers, "nothing indexed"
-    for path in index._numbers:
+    assert index.paths(), "nothing indexed"
+    for path in index.paths():
         assert path == real or real in path.parents, path
     found = index.drafts((root / "query.py").as_uri(), HOLE, CURSOR, limit=50)
     for d in found:
@@ -277,7 +277,7 @@ def test_a_hostile_thing_beside_an_ordinary_file(name: str, tmp_path: Path) -> N
     assert set(s["skipped_by"]) <= set(REASONS)
     assert s["skipped_by"] == case.skipped
     assert n == s["files"] == case.files
-    assert root.resolve() / "ok.py" in index._numbers
+    assert root.resolve() / "ok.py" in index.paths()
     assert LINE in _check_bounds(index, root)  # ok.py's line is still a draft
     for rel in case.hostile:
         updated, _ = bounded(index.update, root / rel)
@@ -317,7 +317,7 @@ def test_a_dangling_gitignore_link_is_no_rules(tmp_path: Path) -> None:
     _sub(root, lambda p: link(p, root / "missing"))
     index = WorkspaceIndex()
     n, _ = bounded(index.build, [root])
-    assert n == 2 and root.resolve() / "sub" / "x.py" in index._numbers
+    assert n == 2 and root.resolve() / "sub" / "x.py" in index.paths()
 
 
 def test_a_file_that_grows_while_it_is_read(tmp_path: Path) -> None:
@@ -409,7 +409,7 @@ def test_a_fifo_swapped_in_for_an_indexed_file(tmp_path: Path) -> None:
     os.mkfifo(swap)
     assert bounded(read_regular, swap, 1 << 20)[0] == (None, "not_regular")
     assert bounded(index.update, swap)[0] is False
-    assert set(index._numbers) == {root.resolve() / "ok.py"}
+    assert set(index.paths()) == {root.resolve() / "ok.py"}
 
 
 # -- end to end: the real server over stdio -----------------------------------------------------

@@ -29,7 +29,7 @@ def _tree(root: Path) -> None:
 
 
 def _files(index: WorkspaceIndex) -> set[str]:
-    return {Path(p).name for p in index._numbers}
+    return {Path(p).name for p in index.paths()}
 
 
 def test_the_index_honours_gitignore_hidden_folders_and_the_size_limit(tmp_path: Path) -> None:

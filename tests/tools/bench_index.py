@@ -24,7 +24,7 @@ def main(folders: list[Path]) -> None:
     held, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     status = index.status()
-    paths = sorted(index._numbers)
+    paths = sorted(index.paths())
     updates = []
     for p in paths[:: max(1, len(paths) // 50)]:
         t = time.perf_counter()
