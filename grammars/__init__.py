@@ -145,3 +145,25 @@ def captures(language_id: str, name: str, node: Node) -> dict[str, list[Node]]:
         key: sorted(dict.fromkeys(nodes), key=lambda n: (n.start_byte, -n.end_byte))
         for key, nodes in found.items()
     }
+
+
+GUESS_CHARS = 16_000  # each side of the cursor that a guess reads
+
+
+def guess(text: str, offset: int) -> str | None:
+    """The language of a text that came with no name for it (llama.cpp's `/infill` sends none):
+    the first in the manifest's order that parses the text around the cursor without an error,
+    as it stands or with a name at the cursor (a hole mid-expression); None when none does
+    (plain text, or code too broken to tell, which then gets no grammar's checks)."""
+    start = text.rfind("\n", 0, max(0, offset - GUESS_CHARS)) + 1
+    end = text.find("\n", min(len(text), offset + GUESS_CHARS))
+    end = len(text) if end < 0 else end
+    before, after = text[start:offset], text[offset:end]
+    if not (before + after).strip():
+        return None
+    tries = [(before + after).encode("utf-8"), (before + "x" + after).encode("utf-8")]
+    for language_id in language_ids():
+        p = parser(language_id)
+        if p is not None and any(not p.parse(t).root_node.has_error for t in tries):
+            return language_id
+    return None

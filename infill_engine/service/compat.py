@@ -133,9 +133,10 @@ def _params(body: dict[str, Any], max_tokens: int) -> InfillParams:
         raise BadRequest(str(e)) from None
 
 
-def _language(body: dict[str, Any], paths: list[str]) -> str:
+def _language(body: dict[str, Any], paths: list[str], text: str, offset: int) -> str:
     """Our extension `languageId`, else a `filename`, else the commonest language of the other
-    files' chunks, else plaintext (planned from its lines alone)."""
+    files' chunks, else the language whose grammar parses the text (grammars.guess: the syntax
+    check of what is shown needs one), else plaintext (planned from its lines alone)."""
     given = _str(body, "languageId") or _str(body, "language_id")
     if given:
         if len(given) > 64:
@@ -143,7 +144,9 @@ def _language(body: dict[str, Any], paths: list[str]) -> str:
         return given
     own = _str(body, "filename")
     found = [lang for p in ([own] if own else paths) if (lang := grammars.language_for_path(p))]
-    return collections.Counter(found).most_common(1)[0][0] if found else "plaintext"
+    if found:
+        return collections.Counter(found).most_common(1)[0][0]
+    return grammars.guess(text, offset) or "plaintext"
 
 
 def _ask(
@@ -175,7 +178,8 @@ def parse_llama(body: dict[str, Any]) -> CompatAsk:
     prefix = _str(body, "input_prefix") + _str(body, "prompt")
     suffix = _str(body, "input_suffix")
     chunks = parse_chunks(body.get("input_extra"), "input_extra", "filename")
-    language_id = _language(body, [name for name, _ in chunks if name])
+    names = [name for name, _ in chunks if name]
+    language_id = _language(body, names, prefix + suffix, len(prefix))
     extra_tokens = _int(body, "extra_tokens", 0, MAX_BUDGET)
     n_predict = _int(body, "n_predict", -1, MAX_TOKENS)
     max_tokens = DEFAULT_MAX_TOKENS if n_predict is None or n_predict < 0 else n_predict
@@ -224,7 +228,7 @@ def parse_openai(body: dict[str, Any]) -> CompatAsk:
     include_usage = (options or {}).get("include_usage", False)
     if not isinstance(include_usage, bool):
         raise BadRequest("stream_options.include_usage must be a boolean")
-    language_id = _language(body, [])
+    language_id = _language(body, [], prompt + suffix, len(prompt))
     return CompatAsk(
         ask=_ask(prompt + suffix, len(prompt), language_id, n, _params(body, max_tokens)),
         stop=_stops(body),

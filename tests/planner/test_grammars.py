@@ -407,3 +407,19 @@ def test_a_wheel_that_cannot_be_imported_yields_none(monkeypatch: pytest.MonkeyP
     assert grammars.query("go", "functions") is None
     assert syntax.function_body("func f() {\n}\n", 12, "go") is None
     assert syntax.parses("package p\n", "go") is None
+
+
+def test_a_text_without_a_language_is_guessed_from_what_parses() -> None:
+    """llama.cpp's /infill names no language: the first grammar that parses the text around the
+    cursor (as it is, or with a name in the hole) is its language; plain text has none."""
+    cases = [
+        ("def add(a, b):\n    return ", "\n", "python"),
+        ("x = ", "\n", "python"),
+        ("package main\n\nfunc f() int {\n\treturn ", "\n}\n", "go"),
+        ("const f = (b) => {\n  return ", "\n};\n", "javascript"),
+        ("public class A {\n  int f() {\n    return ", ";\n  }\n}\n", "java"),
+        ("Dear reader, this is ", "prose, not code.\n", None),
+        ("", "   \n", None),
+    ]
+    for before, after, want in cases:
+        assert grammars.guess(before + after, len(before)) == want, before

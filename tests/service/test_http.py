@@ -7,11 +7,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import stat
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import builtin_engine
@@ -187,6 +189,23 @@ def test_llama_cpp_infill_reads_prompt_as_the_cursor_line_and_narrows_its_fields
                                                        "n_predict": 0})  # fmt: skip
     assert warm.status_code == 200 and warm.json()["content"] == ""
     assert service.scheduler.stats()["submitted"] == submitted  # a warm-up runs no rows
+
+
+def test_the_readmes_curl_prints_what_an_editor_would_show(served: Any) -> None:
+    """The README's own /infill example, sent as curl sends it (no language, no token budget):
+    the answer is the README's, finished text that compiles in place; the model's raw text
+    (`raw`) is something else."""
+    client, _, _, _ = served
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    body = json.loads(re.search(r"/infill -H [^\n]* -d '(\{.*?\})'", readme, re.S)[1])
+    said = json.loads(
+        re.search(r"^# (\{\"index\":0,\"content\".*?),\.\.\.\}$", readme, re.M)[1] + "}"
+    )
+    r = client.post("/infill", headers=AUTH, json=body)
+    assert r.status_code == 200 and r.json()["content"] == said["content"] != ""
+    compile(body["input_prefix"] + said["content"] + body["input_suffix"], "readme.py", "exec")
+    raw = client.post("/infill", headers=AUTH, json={**body, "raw": True}).json()["content"]
+    assert raw != said["content"]
 
 
 def test_stop_strings_and_n_indent_cut_the_fill() -> None:
