@@ -92,7 +92,6 @@ class Prepared:
     context: Context
     requests: list[InfillRequest]
     drafts: list[drafts.Draft] = field(default_factory=list)
-    typed: str = ""  # what is typed on the cursor's line before it (the drafts' gate reads it)
 
 
 def row_params(hole: Hole, plan: planner.SpanPlan) -> list[InfillParams]:
@@ -167,4 +166,4 @@ def prepare(engine: Any, hole: Hole) -> Prepared:
     if found and p.speculate != "off":  # the best few, as ids for the decoding (speculate.py)
         ids = tuple(tuple(engine.encode(d.text)) for d in found[: drafts.IN_DECODING])
         requests = [dataclasses.replace(r, drafts=ids) for r in requests]
-    return Prepared(plan, ctx, requests, found, drafts.typed_before(text, hole.offset))
+    return Prepared(plan, ctx, requests, found)

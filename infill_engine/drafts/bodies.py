@@ -59,9 +59,11 @@ def body_at(index: LineIndex, row: int) -> list[str] | None:
     return lines if 2 <= n <= MAX_BODY_LINES else None
 
 
-def reindent(lines: list[str], indent: str) -> str:
+def reindent(lines: list[str], indent: str, unit: str, step: int) -> str:
     """The body as it would read at the cursor: its first line where the cursor is (already
-    indented), the others at `indent` plus their depth under the first."""
+    indented), the others at `indent` plus their depth under the first, in levels of the
+    document's `unit` (a tab, or so many spaces) where the body's own file indents by `step`
+    characters: a body from a 4-space file reads in tabs in a tab-indented one."""
     base = len(indent_of(lines[0]))
     out = [lines[0].strip()]
     for line in lines[1:]:
@@ -71,7 +73,8 @@ def reindent(lines: list[str], indent: str) -> str:
         depth = len(indent_of(line))
         if depth < base:
             return ""  # a body that dedents past its first line is not one block
-        out.append(indent + " " * (depth - base) + line.strip())
+        levels, rest = divmod(depth - base, max(step, 1))
+        out.append(indent + unit * levels + " " * rest + line.strip())
     return "\n".join(out)
 
 
@@ -81,6 +84,7 @@ def bodies(
     """The best `limit` distinct bodies for a cursor on an empty body, best first."""
     if not empty_body(cur):
         return []
+    unit = "\t" if "\t" in cur.indent else " " * cur.step  # the document's level, at the cursor
     found: dict[str, tuple[float, Draft]] = {}
     counts: dict[str, int] = {}
     for index in indices:
@@ -88,13 +92,13 @@ def bodies(
             lines = body_at(index, row)
             if lines is None:
                 continue
-            text = reindent(lines, cur.indent)
+            step = len(indent_of(lines[0])) - len(indent_of(index.lines[row]))
+            text = reindent(lines, cur.indent, unit, step)
             if not text:
                 continue
             counts[text] = counts.get(text, 0) + 1
             after = index.neighbour(row + len(lines), 1)
             names = set(IDENT.findall(text))
-            step = len(indent_of(lines[0])) - len(indent_of(index.lines[row]))
             features = (
                 1.0,  # the opener is the line above
                 float(bool(cur.prev2) and index.neighbour(row, -1) == cur.prev2),
