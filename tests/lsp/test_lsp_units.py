@@ -237,6 +237,8 @@ def test_a_completion_is_queued_at_the_priority_of_how_it_was_asked_for(
     scheduler.on_join = lambda tickets: joined.extend(t.priority for t in tickets)
     opts = Options()
     opts = replace(opts, completion=replace(opts.completion, candidates=candidates, debounce_ms=0))
+    # a trusted model: an untrusted one's fills are never shown unasked, and get no pass
+    opts = replace(opts, drafts=replace(opts.drafts, trust_model=True))
     text = "def add(a, b):\n    return \n"
     ask = Ask("file:///p.py", text, text.index("return ") + 7, "python", invoked=invoked)
     try:
@@ -323,6 +325,7 @@ def test_one_inline_completion_tokenizes_its_text_once_and_trims_it_once(
     offset = text.index("result = ") + len("result = ")
     opts = Options()
     opts = replace(opts, completion=replace(opts.completion, debounce_ms=0))
+    opts = replace(opts, drafts=replace(opts.drafts, trust_model=True))  # so the model runs
     try:
         ask = Ask("file:///t.py", text, offset, "python", invoked=False)
         asyncio.run(Completer(backend, lambda _: None).complete(ask, opts))
