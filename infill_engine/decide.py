@@ -30,7 +30,7 @@ from .finish import finish
 from .finish.postprocess import Indent
 from .finish.syntax import Around
 
-__all__ = ["BODY_KINDS", "Choice", "Policy", "Seen", "decide", "trusted"]
+__all__ = ["BODY_KINDS", "Choice", "Policy", "Seen", "decide", "finished", "trusted"]
 
 # Planned hole kinds (planner.kinds) where an automatic completion may run over several lines.
 BODY_KINDS = frozenset({"block_body", "function_body", "empty_body"})
@@ -104,18 +104,26 @@ def decide(
             text = _finish(raw, seen, policy, one_line, seen.prefix, seen.suffix)
             if text and text not in shown:
                 shown.append(text)
-    drafts: list[Draft] = []
+    drafts = finished(found, seen, policy.indent)
+    chosen = choose(
+        shown, drafts, policy.automatic, policy.gate, policy.trust_model, typed=seen.typed
+    )
+    return chosen[: policy.limit] if policy.limit else chosen
+
+
+def finished(found: Sequence[Draft], seen: Seen, indent: Indent | None = None) -> list[Draft]:
+    """The drafts finished as `decide` finishes them, those the finish empties dropped (what
+    the gate reads: the calibration of drafts.gate reads it too)."""
+    out: list[Draft] = []
+    policy = Policy(automatic=False, trust_model=False, indent=indent)
     for d in found:
         # A line draft is the rest of the cursor's line and stays one line; a body keeps its
         # lines. Finished on the document: a draft is not the model's, its context is all.
         lone = "\n" not in d.text
         text = _finish(d.text, seen, policy, lone, seen.document.before, seen.document.after)
         if text:
-            drafts.append(replace(d, text=text))
-    chosen = choose(
-        shown, drafts, policy.automatic, policy.gate, policy.trust_model, typed=seen.typed
-    )
-    return chosen[: policy.limit] if policy.limit else chosen
+            out.append(replace(d, text=text))
+    return out
 
 
 def _finish(

@@ -1,4 +1,5 @@
-"""Which completions to show, in which order: the model's fills and the drafts together.
+"""Which completions to show, in which order: the model's fills and the drafts together, once
+each is finished (decide.py, the one step that finishes and then calls `choose`).
 
 Drafts come ranked by their finder's score (lines.Weights); the gate (gate.py) says how likely
 the first of them is exactly right, from the whole list, and an automatic trigger shows it only
@@ -18,36 +19,15 @@ agreed with wrong drafts as often as with right ones, docs/drafts.md). Then:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from ..finish import finish
-from ..finish.syntax import Around
 from .draft import Draft
 from .gate import GATE_MODEL
 
 # Drafts scored under this are never shown, even asked for: under it, the calibration holes'
 # best draft was right too rarely to be worth the user's reading (docs/drafts.md).
 FLOOR = 0.0
-
-
-def finished(
-    found: Iterable[Draft],
-    prefix: str,
-    suffix: str,
-    language_id: str,
-    document: Around | None = None,
-) -> list[Draft]:
-    """The drafts through the same finish as a fill (a line draft is the rest of the cursor's
-    line and stays one line; a body draft keeps its lines): nothing shown adds a syntax error;
-    those the finish empties are dropped."""
-    out = []
-    for d in found:
-        one_line = "\n" not in d.text
-        text = finish(d.text, prefix, suffix, language_id, document=document, one_line=one_line)
-        if text:
-            out.append(replace(d, text=text))
-    return out
 
 
 @dataclass(frozen=True)

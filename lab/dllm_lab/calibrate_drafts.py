@@ -27,12 +27,12 @@ from dataclasses import astuple, dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 
+from infill_engine.decide import Seen, finished
 from infill_engine.drafts import candidates, gather
 from infill_engine.drafts.draft import Draft
 from infill_engine.drafts.gate import FEATURES, GATE_MODEL, Gate
 from infill_engine.drafts.gate import features as gate_features
 from infill_engine.drafts.lines import WEIGHTS, Cursor, LineIndex, Occurrence, Weights, occurrences
-from infill_engine.drafts.rank import finished
 from infill_engine.finish.syntax import Around
 
 from .holes import Hole, holes
@@ -54,12 +54,13 @@ class Case:
     def served(self) -> list[Draft]:
         """The drafts as a language server serves them (the shipped weights): the workspace's
         found apart, as its index finds them (drafts.candidates: lines and bodies), and carried
-        into the engine's own from the document (drafts.gather), then finished (rank.finished)
-        against the whole document."""
+        into the engine's own from the document (drafts.gather), then finished as the decision
+        finishes them (decide.finished) against the whole document."""
         h = self.hole
         workspace = candidates(self.cursor, self.others)
         found = gather(h.text, h.offset, carried=workspace)
-        return finished(found, h.prefix, h.suffix, h.language_id, Around(h.prefix, h.suffix))
+        seen = Seen(Around(h.prefix, h.suffix), h.prefix, h.suffix, h.language_id)
+        return finished(found, seen)
 
     def right(self, d: Draft) -> bool:
         return d.text.strip() == self.hole.middle.strip()

@@ -193,9 +193,8 @@ def humaneval(model: str, limit: int | None) -> dict[str, float]:
     the model's fill finished as the editor does, with the problem's own drafts ranked with it
     and without."""
     from infill_engine import InfillParams, load, planner
-    from infill_engine.drafts import GATE, gather, typed_before
-    from infill_engine.drafts.rank import choose, finished
-    from infill_engine.finish import finish
+    from infill_engine.decide import Policy, Seen, decide, trusted
+    from infill_engine.drafts import gather
 
     from .humaneval import DEFAULT_DATA, read_humaneval
     from .sandbox import run_sandboxed
@@ -210,10 +209,11 @@ def humaneval(model: str, limit: int | None) -> dict[str, float]:
                             max_positions=engine.args.max_positions)  # fmt: skip
         params = InfillParams(span="auto", max_span=max(128, plan.max_span))
         raw = engine.infill(prefix, suffix, params, plan=plan).text
-        fill = finish(raw, prefix, suffix, "python") or ""
-        found = finished(gather(text, len(prefix)), prefix, suffix, "python")
-        typed = typed_before(prefix, len(prefix))
-        best = choose([fill] if fill else [], found, False, GATE, model != "builtin", typed=typed)
+        seen = Seen.whole(text, len(prefix), "python", plan.kind)
+        alone = decide([raw], [], seen, Policy(automatic=False, trust_model=True))
+        fill = alone[0].text if alone else ""
+        asked = Policy(automatic=False, trust_model=trusted(model))
+        best = decide([raw], gather(text, len(prefix)), seen, asked)
         for mode, text in (("off", fill), ("on", best[0].text if best else "")):
             program = f"{prefix}{text}{suffix}\n{row['test']}\ncheck({row['entry_point']})\n"
             passed[mode] += run_sandboxed(program, 10.0)

@@ -81,8 +81,8 @@ def snippets(
 
 def evaluate(engine: Any, root: Path, n: int, seed: int, top: int, lines: int) -> dict[str, Any]:
     from infill_engine import drafts
+    from infill_engine.decide import Seen, finished
     from infill_engine.drafts.lines import Cursor, candidates
-    from infill_engine.drafts.rank import finished
     from infill_engine.finish import finish
     from infill_engine.finish.syntax import Around
     from infill_engine.hole import Hole, prepare
@@ -99,7 +99,7 @@ def evaluate(engine: Any, root: Path, n: int, seed: int, top: int, lines: int) -
         around = Around(prefix, suffix)
         carried = candidates(Cursor.at(case.text, case.offset), others)
         found = drafts.gather(case.text, case.offset, carried=carried)
-        found = finished(found, prefix, suffix, "python", around)
+        found = finished(found, Seen(around, prefix, suffix, "python"))
         right["draft"] += bool(found) and found[0].text.strip() == truth
         near, far = snippets(found, files, drafts.document_index(case.text, case.offset),
                              top, lines, rng)  # fmt: skip

@@ -202,10 +202,10 @@ def test_a_body_draft_is_shown_when_asked_for_never_unasked() -> None:
 
 
 def test_a_body_draft_is_finished_with_its_lines() -> None:
-    from infill_engine.drafts.rank import finished
+    from infill_engine.decide import Seen, finished
 
     found = gather(BODIES, BODY_CURSOR)[:1]
-    done = finished(found, BODIES[:BODY_CURSOR], BODIES[BODY_CURSOR:], "python")
+    done = finished(found, Seen.whole(BODIES, BODY_CURSOR, "python"))
     assert [d.text for d in done] == [found[0].text]  # three lines, valid where it stands
 
 
