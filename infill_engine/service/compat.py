@@ -42,6 +42,7 @@ from typing import Any
 
 import grammars
 
+from ..fields import flag, number_in
 from ..hole import EXTRA_TOKENS, Hole
 from ..params import InfillParams, InfillResult
 from .native import MAX_BUDGET, MAX_CANDIDATES, MAX_DOCUMENT_CHARS, parse_chunks
@@ -85,19 +86,14 @@ def _model(body: dict[str, Any]) -> str | None:
 
 
 def _bool(body: dict[str, Any], name: str) -> bool:
-    v = body.get(name, False)
-    if not isinstance(v, bool):
-        raise BadRequest(f"{name} must be a boolean")
-    return v
+    return flag(body.get(name, False), name, BadRequest)
 
 
 def _number(body: dict[str, Any], name: str, lo: float, hi: float) -> float | None:
     v = body.get(name)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi:
-        raise BadRequest(f"{name} must be a number in [{lo:g}, {hi:g}]")
-    return float(v)
+    return number_in(v, name, lo, hi, BadRequest)
 
 
 def _int(body: dict[str, Any], name: str, lo: int, hi: int) -> int | None:
@@ -225,9 +221,8 @@ def parse_openai(body: dict[str, Any]) -> CompatAsk:
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise BadRequest("stream_options must be an object")
-    include_usage = (options or {}).get("include_usage", False)
-    if not isinstance(include_usage, bool):
-        raise BadRequest("stream_options.include_usage must be a boolean")
+    usage = (options or {}).get("include_usage", False)
+    include_usage = flag(usage, "stream_options.include_usage", BadRequest)
     language_id = _language(body, [], prompt + suffix, len(prompt))
     return CompatAsk(
         ask=_ask(prompt + suffix, len(prompt), language_id, n, _params(body, max_tokens)),

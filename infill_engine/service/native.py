@@ -56,6 +56,7 @@ from typing import Any
 
 from .. import drafts
 from ..decide import Choice, Policy, Seen, decide
+from ..fields import flag
 from ..finish import Around
 from ..finish.secrets import held_back
 from ..hole import EXTRA_TOKENS, Hole, Prepared, prepare
@@ -153,11 +154,7 @@ def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> Ho
 
 
 def _flag(raw: Any, name: str, default: bool = True) -> bool:
-    if raw is None:
-        return default
-    if not isinstance(raw, bool):
-        raise BadRequest(f"{name} must be true or false")
-    return raw
+    return default if raw is None else flag(raw, name, BadRequest)
 
 
 async def run_native(
