@@ -11,9 +11,10 @@ back in their own shapes:
 
 Both answer what an editor would show (decide.py, as the language server decides: the fills
 and the drafts finished against the request's text, nothing that adds a syntax error or looks
-like a credential, ranked and gated as for an invoked request), the `n`-th text in the `n`-th
-choice, "" where nothing is left; `raw: true` (our extension) answers the model's own texts, one
-per candidate, as the decoding left them. Stop strings and `n_indent` apply to either.
+like a credential, ranked and gated as for an invoked request), one reply or choice per text it
+shows ("" when it shows nothing; OpenAI's `n` repeats them in turn); `raw: true` (our
+extension) answers the model's own texts, one per candidate, as the decoding left them. Stop
+strings and `n_indent` apply to either.
 
 Both echo the request's `model` (the served model's name when there is none), and both stream as
 their servers do: the fill's text as its blocks finish (`llama_piece`, `openai_piece`: each new

@@ -201,13 +201,14 @@ class HttpFront:
         self, c: CompatAsk, prepared: Prepared | None, done: Done
     ) -> list[tuple[InfillResult, str]]:
         """Each candidate's text as a compatible route answers it, beside the row it reports:
-        what an editor would show (decide.py), the i-th text for the i-th candidate and ""
-        past the last; or, with `raw`, the model's own (a credential emptied)."""
+        what an editor would show (decide.py), each of its texts once, as many as there were
+        candidates at most ("" when it shows nothing); or, with `raw`, the model's own (a
+        credential emptied). A route that must answer `n` repeats them in turn (openai_reply)."""
         if c.raw or prepared is None:
             return [(r, r.text) for r, _ in without_secrets(done)]
         chosen = shown(c.ask, prepared, done, trusted(self.service.model))
-        texts = [x.text for x in chosen] + [""] * len(done)
-        return [(r, texts[i]) for i, (r, _) in enumerate(done)]
+        texts = [x.text for x in chosen][: len(done)] or [""]
+        return [(done[min(i, len(done) - 1)][0], t) for i, t in enumerate(texts)]
 
     async def _compat(
         self,
