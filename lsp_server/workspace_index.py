@@ -295,6 +295,8 @@ class WorkspaceIndex:
                 "skipped_by": dict(sorted(self.skipped.items())),
                 "stopped": self.stopped,
                 "build_s": round(self.build_s, 3),
+                # pieces read back for lookups and kept decoded (at most CACHED_LINES lines)
+                "cached": {"pieces": len(self._cache), "lines": self._cached_lines},
             }
 
     def summary(self) -> str:

@@ -62,7 +62,8 @@ def test_a_large_workspace_drafts_from_at_most_files_files(tmp_path: Path) -> No
     found = index.drafts((tmp_path / "groups.py").as_uri(), HOLE, CURSOR)
     assert found and found[0].text == "result = [dict(r) for r in rows]"
     assert found[0].where.endswith("users.py:3")
-    assert 0 < len(index._cache) <= FILES  # only the files the keys picked were read
+    # only the pieces the keys picked were read
+    assert 0 < index.status()["cached"]["pieces"] <= FILES
 
 
 def test_a_long_file_is_read_in_pieces_its_rows_counted_from_the_file(tmp_path: Path) -> None:
@@ -77,4 +78,6 @@ def test_a_long_file_is_read_in_pieces_its_rows_counted_from_the_file(tmp_path: 
     found = index.drafts((tmp_path / "groups.py").as_uri(), HOLE, CURSOR)
     assert found and found[0].text == "result = [dict(r) for r in rows]"
     assert found[0].where.endswith("long.py:1503")
-    assert max(len(i.lines) for i in index._cache.values()) <= PIECE_LINES + 2 * MARGIN
+    cached = index.status()["cached"]  # pieces, not the whole 3,000-line file
+    assert cached["lines"] <= cached["pieces"] * (PIECE_LINES + 2 * MARGIN)
+    assert cached["lines"] < filler.count("\n")
