@@ -93,7 +93,7 @@ def fill(argv: list[str]) -> int:
         )
         params = replace(params, max_span=max(params.max_span, plan.max_span))
     r = engine.infill(prefix, suffix, params, plan=plan)
-    found = [] if a.raw or a.no_drafts else _drafts(text, len(prefix))
+    found = [] if a.raw or a.no_drafts else _drafts(text, len(prefix), language)
     kind = plan.kind if plan is not None else ""
     shown, source = (r.text, "model") if a.raw else _shown(r.text, text, len(prefix), language,
                                                            found, a.model, kind)  # fmt: skip
@@ -107,11 +107,11 @@ def fill(argv: list[str]) -> int:
     return 0
 
 
-def _drafts(text: str, offset: int) -> list[Any]:
+def _drafts(text: str, offset: int, language: str) -> list[Any]:
     """The drafts an editor would be offered here, from the file itself."""
     from .drafts import gather
 
-    return gather(text, offset)
+    return gather(text, offset, python=language == "python")
 
 
 def _shown(

@@ -7,6 +7,8 @@ worker thread, tokenization included, from `dllm/status`, read outside the timed
 then prints p50/p95 of both and of their difference: the server's overhead (JSON-RPC, context
 building with the tokenizer, post-processing, syntax checks). A second pass re-asks at the same
 cursors after typing one character, to time the typed-ahead cache, which never calls the model.
+A third pass sends automatic requests where a user starts a line (the line's text removed):
+their round trips, how many showed an item and the model calls they cost.
 With `--workspace FOLDER` it runs twice, side by side: with no workspace, then with FOLDER as the
 workspace (its index built first: the seconds and the server's resident memory it took are
 reported), and prints the ratio of the two round trips' p50 (docs/robustness.md).
@@ -161,6 +163,7 @@ async def run(
                     content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)],
                 )
             )
+    automatic = await _automatic(client, status, uri, text, n)
     final = await status()
     await client.shutdown_async(None)
     client.exit(None)
@@ -183,7 +186,60 @@ async def run(
         "overhead_ms": summary(overhead),
         "typeahead_ms": summary(cached),
         "typeahead_hits": final["typeahead_hits"],
+        "automatic": automatic,
         "index": index,
+    }
+
+
+async def _automatic(
+    client: LanguageClient, status: Any, uri: str, text: str, n: int
+) -> dict[str, Any]:
+    """N automatic requests where a user starts a line: the line's text removed, the cursor
+    after its indentation. Their round trips (debounce 0), how many showed an item and how
+    many model passes they cost (with the builtin model, an automatic request shows only a
+    gated draft: decide.Policy.model_shown)."""
+    lines = text.split("\n")
+    rtt: list[float] = []
+    shown: list[float] = []
+    calls = (await status())["model_calls"]
+    version = 1000
+    for row, _ in cursors(text, n):
+        indent = lines[row][: len(lines[row]) - len(lines[row].lstrip())]
+        holed = "\n".join([*lines[:row], indent, *lines[row + 1 :]])
+        version += 1
+        client.text_document_did_change(
+            lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=holed)],
+            )
+        )
+        ask = lsp.InlineCompletionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=row, character=len(indent)),
+            context=lsp.InlineCompletionContext(
+                trigger_kind=lsp.InlineCompletionTriggerKind.Automatic
+            ),
+        )
+        t0 = time.perf_counter()
+        result = await client.text_document_inline_completion_async(ask)
+        ms = (time.perf_counter() - t0) * 1000
+        rtt.append(ms)
+        items = result.items if isinstance(result, lsp.InlineCompletionList) else result or []
+        if items:
+            shown.append(ms)
+    version += 1
+    client.text_document_did_change(
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+    return {
+        "requests": len(rtt),
+        "shown": len(shown),
+        "model_calls": (await status())["model_calls"] - calls,
+        "round_trip_ms": {"p50": _pct(rtt, 0.5), "p95": _pct(rtt, 0.95)},
+        "shown_round_trip_ms": {"p50": _pct(shown, 0.5), "p95": _pct(shown, 0.95)},
     }
 
 
@@ -239,6 +295,12 @@ def main(argv: list[str] | None = None) -> int:
             "-" if out[key][k] is None else f"{out[key][k]:.2f}" for k in ("p50", "p95", "mean")
         )
         print(f"{label:14}" + "".join(f"{c:>10}" for c in cells))
+    auto = out["automatic"]
+    print(
+        f"automatic     {auto['round_trip_ms']['p50']}  p95 {auto['round_trip_ms']['p95']} ms "
+        f"(debounce 0), {auto['shown']} of {auto['requests']} showed an item "
+        f"(p50 {auto['shown_round_trip_ms']['p50']} ms), {auto['model_calls']} model calls"
+    )
     full, p50 = out["full_pass_ms"], out["round_trip_ms"]["p50"]
     ratio = f" (round trip p50 = {p50 / full:.1f} x)" if p50 is not None and full else ""
     print(f"{'one full pass':14}{full:>10.2f}  at the model's positions, in this run{ratio}")
