@@ -128,7 +128,10 @@ class Completer:
         if not policy.model_shown:
             # None of the model's fills could be shown (an automatic trigger, an untrusted
             # model): no model pass, the drafts alone, from the document and the chunks.
-            drafted = await asyncio.to_thread(gather, ask.text, ask.offset, extra, found)
+            python = ask.language_id == "python"  # Python's imports are read for Python alone
+            drafted = await asyncio.to_thread(
+                gather, ask.text, ask.offset, extra, found, python=python
+            )
             chosen = decide([], drafted, Seen.whole(ask.text, ask.offset, ask.language_id), policy)
             self.drafted_only += 1
         else:
