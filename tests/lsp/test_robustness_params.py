@@ -404,8 +404,10 @@ def test_exit_after_shutdown_is_0() -> None:
 
 def test_exit_while_the_model_loads_ends_the_process_at_once() -> None:
     """The model loads on a daemon thread (lsp_server/daemon.py): `shutdown` and `exit` sent
-    while it loads end the process in under 2 s; on the pool thread asyncio.to_thread uses, the
-    interpreter waited for the load (2.9 s on 2 cores)."""
+    while it loads end the process without waiting for the load; on the pool thread
+    asyncio.to_thread uses, the interpreter waited for it (2.9 s on 2 cores, the exit 0.03 s
+    now). No fixed bound: the exit is compared with a load of the same model timed in this run,
+    on this machine as loaded as it is now."""
     raw = Raw()
     try:
         params = default_converter().unstructure(init_params())
@@ -422,7 +424,12 @@ def test_exit_while_the_model_loads_ends_the_process_at_once() -> None:
     finally:
         raw.close()
     assert code == 0
-    assert took < 2.0, f"exit took {took:.2f} s"
+    from infill_engine import load
+
+    t0 = time.monotonic()
+    load("builtin", device="cpu")
+    load_s = time.monotonic() - t0
+    assert took < load_s / 3, f"exit took {took:.2f} s, a load {load_s:.2f} s"
 
 
 def test_document_text_is_never_logged_above_debug() -> None:
