@@ -41,6 +41,9 @@ def main() -> None:
     backend = Backend(lambda _: None, engine=engine)
     opts = Options()
     opts = replace(opts, completion=replace(opts.completion, debounce_ms=0))
+    # trusted, so the model runs: an untrusted model's automatic request decides on the drafts
+    # alone (decide.Policy.model_shown) and never reaches the engine
+    opts = replace(opts, drafts=replace(opts.drafts, trust_model=True))
     text = "def add(a, b):\n    return \n\nprint(add(1, 2))\n"
     ask = Ask("file:///a.py", text, text.index("return ") + 7, "python", invoked=False)
     completer = Completer(backend, lambda _: None)
