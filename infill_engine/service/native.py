@@ -166,22 +166,15 @@ async def run_native(
     watch: Watch | None = None,
 ) -> tuple[Prepared, list[tuple[InfillResult, Ticket]]]:
     """An ask, prepared on the encoder thread and its rows run (work.run_rows): what both
-    fronts do with a native call. Raises `Refusal`. `watch` hears the fills' leading text,
-    but the first one's when drafts were found (one may take its place: `shown`)."""
+    fronts do with a native call. Raises `Refusal`. `watch` hears the fills' leading text
+    (a raw answer's stream: what is shown is known only when they are done)."""
     prepared: list[Prepared] = []
 
     def build(cancel: threading.Event) -> list[InfillRequest]:
         prepared.append(prepare(engine, dataclasses.replace(ask, cancel=cancel)))
         return prepared[0].requests
 
-    def drafted(i: int, text: str) -> None:
-        if watch is not None and (i > 0 or not prepared[0].drafts):
-            watch(i, text)
-
-    streams = None if watch is None else drafted
-    done = await run_rows(
-        scheduler, encoder, pending, build, ask.priority, ask.deadline_ms, streams
-    )
+    done = await run_rows(scheduler, encoder, pending, build, ask.priority, ask.deadline_ms, watch)
     return prepared[0], done
 
 
