@@ -11,9 +11,10 @@ or the wire (the language server with `engineAddress`) imports this package with
 
 from __future__ import annotations
 
-import importlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import exports
 
 if TYPE_CHECKING:
     import torch
@@ -53,17 +54,7 @@ _DTYPES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value  # later lookups find it without coming here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = exports(__name__, _HOMES, __all__)
 
 
 def pick_device(device: str = "auto", dtype: str = "auto") -> tuple[torch.device, torch.dtype]:
