@@ -39,7 +39,10 @@ pytestmark = pytest.mark.skipif(
 HERE = Path(__file__).resolve().parent
 VENDORED = HERE / "vendor" / "llama.vim"  # the pinned copy; vendor/llama.vim/README.md
 TOKEN = "llama-vim-token"
-LINE = 3  # the blank line inside mean()'s body in data/sample.py
+# The blank line inside mean()'s body in data/llama_sample.py. The service answers what an editor
+# would show (decide.py): here the line the file's spread() already has (a draft), where the
+# builtin model's own text ("a") would add a syntax error.
+LINE = 3
 TYPED = "    total = "  # typed there; llama.vim asks for a fill once the cursor moves
 RECORDER = """#!/bin/sh
 # records one curl call (its arguments and the body on stdin), then runs the real curl
@@ -98,7 +101,7 @@ def calls(log: Path) -> list[tuple[list[str], dict[str, Any]]]:
 
 def run_nvim(binary: Path, llama_vim: Path, work: Path, url: str) -> list[dict[str, Any]]:
     sample = work / "sample.py"
-    sample.write_text((HERE / "data" / "sample.py").read_text())
+    sample.write_text((HERE / "data" / "llama_sample.py").read_text())
     result = work / "result.jsonl"
     bin_dir, log = recorder(work)
     config = {
