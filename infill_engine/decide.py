@@ -32,6 +32,10 @@ from .finish.syntax import Around
 
 __all__ = ["BODY_KINDS", "Choice", "Policy", "Seen", "decide", "finished", "trusted"]
 
+# The context the text steps read around a cursor where no model's context says (about that of
+# the default budgets, 1024 tokens before and 512 after).
+CONTEXT_CHARS = 8000
+
 # Planned hole kinds (planner.kinds) where an automatic completion may run over several lines.
 BODY_KINDS = frozenset({"block_body", "function_body", "empty_body"})
 
@@ -51,9 +55,14 @@ class Seen:
 
     @classmethod
     def whole(cls, text: str, offset: int, language_id: str, kind: str = "") -> Seen:
-        """A hole whose context is the whole document (no model ran, or it saw all of it)."""
+        """A hole in `text` with no model's context to go by (none ran, or it saw all of it):
+        the text steps read the lines within CONTEXT_CHARS of the cursor, as they would read a
+        model's context (reading a 2 MB document whole, eight drafts over, took seconds)."""
+        start = text.find("\n", max(0, offset - CONTEXT_CHARS), offset) + 1
+        end = text.rfind("\n", offset, offset + CONTEXT_CHARS)
+        end = len(text) if end < 0 or offset + CONTEXT_CHARS >= len(text) else end
         before, after = text[:offset], text[offset:]
-        return cls(Around(before, after), before, after, language_id, kind)
+        return cls(Around(before, after), text[start:offset], text[offset:end], language_id, kind)
 
     @property
     def typed(self) -> str:
@@ -118,9 +127,9 @@ def finished(found: Sequence[Draft], seen: Seen, indent: Indent | None = None) -
     policy = Policy(automatic=False, trust_model=False, indent=indent)
     for d in found:
         # A line draft is the rest of the cursor's line and stays one line; a body keeps its
-        # lines. Finished on the document: a draft is not the model's, its context is all.
+        # lines. The text steps read the context, the syntax check the whole document.
         lone = "\n" not in d.text
-        text = _finish(d.text, seen, policy, lone, seen.document.before, seen.document.after)
+        text = _finish(d.text, seen, policy, lone, seen.prefix, seen.suffix)
         if text:
             out.append(replace(d, text=text))
     return out
