@@ -213,7 +213,7 @@ def serve(argv: list[str]) -> int:
         # and again by the load; a path is passed on as written (the load checks it again)
         where = locate(a.model)
         model = where if isinstance(where, HubName) else a.model
-        fits = startup_check(  # before the weights load (fit.py)
+        fits = startup_check(  # before the weights load (fits.py)
             model, a.device, a.dtype, a.quantize, a.max_batch, a.qwen2_diffusion
         )
         print(f"dllm-infill serve: {fits}", file=sys.stderr, flush=True)
@@ -280,7 +280,7 @@ def _serve_ray(a: argparse.Namespace, address: Address, token: str | None) -> in
         if a.ray_address is None:
             from .cli_models import startup_check
 
-            try:  # before Ray starts and any replica loads (fit.py)
+            try:  # before Ray starts and any replica loads (fits.py)
                 fits = startup_check(
                     a.model, a.device, a.dtype, a.quantize, a.max_batch, a.qwen2_diffusion
                 )
@@ -291,7 +291,7 @@ def _serve_ray(a: argparse.Namespace, address: Address, token: str | None) -> in
             print("dllm-infill serve: no memory check here, the replicas run on the cluster's "
                   "nodes (`dllm-infill check` on one of them)", file=sys.stderr)  # fmt: skip
         try:
-            from .deploy.run import serve_ray
+            from .deploy.launch import serve_ray
         except ImportError as e:
             raise ServeError(f"--ray needs Ray: pip install -e '.[ray]' ({e})") from None
         serve_ray(spec, scaling, address, a.ray_address, ready)

@@ -2,7 +2,7 @@
 
 - `models` lists the snapshots in the Hugging Face cache (hub.py) whose config.json names a
   supported family, with their size on disk and whether every file the loader reads is there.
-- `check` prints fit.py's figures for a model on a device (weights at the precision, the K/V
+- `check` prints fits.py's figures for a model on a device (weights at the precision, the K/V
   cache per row at the context, the largest batch the free memory holds) and fails, with the
   options that would make it fit, when it does not; `serve` runs the same check at start-up
   (`startup_check`) before anything loads.
@@ -59,7 +59,7 @@ def models(argv: list[str]) -> int:
 
 
 def check(argv: list[str]) -> int:
-    from . import fit
+    from . import fits
     from .loader import ModelLoadError
 
     ap = OneLineParser(
@@ -71,9 +71,9 @@ def check(argv: list[str]) -> int:
     ap.add_argument("--shape", help="a released checkpoint's shape instead (e.g. dream-7b)")
     ap.add_argument("--device", default="auto", help="cuda, cuda:N or cpu (auto: cuda if any)")
     ap.add_argument("--dtype", default="auto", help="auto: bfloat16 on CUDA, float32 on the CPU")
-    ap.add_argument("--quantize", choices=fit.QUANTIZE_MODES, default="none")
+    ap.add_argument("--quantize", choices=fits.QUANTIZE_MODES, default="none")
     ap.add_argument("--context", type=count("tokens", MAX_CONTEXT), help="tokens per row, at "
-                    f"most the model's positions (default {fit.DEFAULT_CONTEXT}, or its positions "
+                    f"most the model's positions (default {fits.DEFAULT_CONTEXT}, or its positions "
                     "if fewer)")  # fmt: skip
     ap.add_argument("--batch", type=count("rows", MAX_BATCH), default=1,
                     help="rows decoded together")  # fmt: skip
@@ -84,14 +84,14 @@ def check(argv: list[str]) -> int:
     model = f"shape:{a.shape}" if a.shape else a.model
     try:
         device = _device(a.device)
-        free = int(a.memory * fit.GB) if a.memory is not None else fit.free_memory(device)
-        family, args = fit.model_args(model, a.qwen2_diffusion)
-        context = min(fit.DEFAULT_CONTEXT, args.max_positions) if a.context is None else a.context
+        free = int(a.memory * fits.GB) if a.memory is not None else fits.free_memory(device)
+        family, args = fits.model_args(model, a.qwen2_diffusion)
+        context = min(fits.DEFAULT_CONTEXT, args.max_positions) if a.context is None else a.context
         if context > args.max_positions:
             raise ValueError(
                 f"--context {context} exceeds the model's {args.max_positions} positions"
             )
-        result = fit.estimate(
+        result = fits.estimate(
             args, device=device, free=free, quantize=a.quantize, dtype=a.dtype,
             context=context, batch=a.batch,
         )  # fmt: skip
@@ -101,10 +101,10 @@ def check(argv: list[str]) -> int:
     label = f"{a.shape or a.model}: {family}"
     if a.json:
         out = {"model": a.shape or a.model, "family": family, "device": device,
-               **result.as_dict(), "remedies": fit.remedies(result, args)}  # fmt: skip
+               **result.as_dict(), "remedies": fits.remedies(result, args)}  # fmt: skip
         print(json.dumps(out, indent=2))
     else:
-        print("\n".join(fit.explain(result, args, label, device)))
+        print("\n".join(fits.explain(result, args, label, device)))
     return 0 if result.fits else 1
 
 
@@ -158,21 +158,21 @@ def startup_check(
 ) -> str:
     """The service's check before it loads: one line of figures, or a FitError whose message
     has them and the options that would make the model fit. `model` may be located already."""
-    from . import fit
+    from . import fits
 
     dev = _device(device)
-    family, args = fit.model_args(model, qwen2)
-    result = fit.estimate(
-        args, device=dev, free=fit.free_memory(dev), quantize=quantize, dtype=dtype, batch=batch,
-        context=min(fit.DEFAULT_CONTEXT, args.max_positions),
+    family, args = fits.model_args(model, qwen2)
+    result = fits.estimate(
+        args, device=dev, free=fits.free_memory(dev), quantize=quantize, dtype=dtype, batch=batch,
+        context=min(fits.DEFAULT_CONTEXT, args.max_positions),
     )  # fmt: skip
     if not result.fits:
-        lines = fit.explain(result, args, f"{model}: {family}", dev)
-        raise fit.FitError(f"{lines[-1]} ({lines[2].split(None, 1)[1]}; --max-batch is the batch)")
+        lines = fits.explain(result, args, f"{model}: {family}", dev)
+        raise fits.FitError(f"{lines[-1]} ({lines[2].split(None, 1)[1]}; --max-batch is the batch)")
     return (
-        f"memory: weights {fit.gb(result.weights)}, {fit.gb(result.per_row)} per row at "
+        f"memory: weights {fits.gb(result.weights)}, {fits.gb(result.per_row)} per row at "
         f"{result.context} tokens, up to {result.largest_batch} rows fit in "
-        f"{fit.gb(result.free)} free on {dev} (--max-batch {batch})"
+        f"{fits.gb(result.free)} free on {dev} (--max-batch {batch})"
     )
 
 

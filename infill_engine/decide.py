@@ -1,7 +1,7 @@
 """What the user sees: the one step that turns the model's fills and the drafts into the texts
 an editor shows, best first. Every front calls it and none decides on its own: the language
-server's inline items (lsp_server/completion.py), `dllm-infill fill`, and the engine service's
-routes (the native call's `shown`, llama.cpp's `/infill`, OpenAI's `/v1/completions`).
+server's inline items (lsp_server/completion/inline.py), `dllm-infill fill`, and the engine
+service's routes (the native call's `shown`, llama.cpp's `/infill`, OpenAI's `/v1/completions`).
 
 In order:
 1. Whether the model's fills can be shown at all (`Policy.model_shown`), known before the model

@@ -344,7 +344,7 @@ def build_model(
     if quantize == "none":
         return model.to(device).eval()
     # weight-only (quantize.py), one block at a time on its device: the device never holds more
-    # than one block at the load precision (a 7B model at int4 loads on a 12 GB card; fit.py)
+    # than one block at the load precision (a 7B model at int4 loads on a 12 GB card; fits.py)
     from .quantize import quantize_model
 
     for block in model.layers:

@@ -1,11 +1,11 @@
 """Language server for diffusion code infill: LSP 3.18 in front of `infill_engine`.
 
-Module map: transport.py (frames), protocol.py (JSON-RPC messages meet pygls), tcp.py,
-server.py (thin handlers), session.py (the session's state), documents.py (open documents,
-incremental sync), trees.py, engines/ (the engine clients: which engine is in use, its load
-and state; in process, a `dllm-infill serve` service, an OpenAI-compatible FIM API),
-completion.py (inline completion), commands.py (fill body, regenerate,
-refine), finish.py, postprocess.py, typeahead.py, debounce.py,
-syntax.py (tree-sitter, the syntax check), options.py (settings), positions.py (the one owner
-of coordinate conversions), bench.py.
+In rooms, along the request: protocol/ (frames, JSON-RPC checks, TCP, the handlers, the
+session, telemetry, the index's handlers), workspace/ (open documents, positions, trees, the
+workspace's files and index, the cross-file chunk store), completion/ (inline completion, the
+cursor rule, debounce, snooze, the typed-ahead cache), commands/ (fill body, regenerate, refine;
+function bodies, stubs), engines/ (the engine clients: which engine is in use, its load and
+state; in process, a `dllm-infill serve` service, a hosted FIM API), options.py (settings),
+cli.py (`dllm-infill-ls`). The finishing steps are infill_engine/finish's. Rooms import one way:
+protocol -> completion, commands -> engines -> workspace, options.
 """

@@ -13,10 +13,10 @@ import sys
 
 from infill_engine.service.listen import is_loopback, split_host_port
 
-from .server import VERSION, build_server
-from .tcp import serve_tcp
-from .telemetry import stats_main
-from .transport import serve_stdio
+from .protocol.handlers import VERSION, build_server
+from .protocol.tcp import serve_tcp
+from .protocol.telemetry import stats_main
+from .protocol.transport import serve_stdio
 
 
 def _host_port(value: str) -> tuple[str, int]:

@@ -32,9 +32,7 @@ from infill_engine.params import (
 )
 from infill_engine.service.listen import ServeError, parse_address
 
-from .debounce import AdaptiveDebounce
-
-DEBOUNCE_CEILING_MS = AdaptiveDebounce.max_ms  # the longest any automatic trigger waits
+DEBOUNCE_CEILING_MS = 400.0  # the longest any automatic trigger waits
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,7 @@ class EngineOptions:
     # the service's token (engineToken, else $DLLM_SERVE_TOKEN); never shown in logs or status
     token: str | None = field(default=None, repr=False)
     quantize: str = "none"  # weight-only "int8" / "int4" of the in-process engine (torchao)
-    # An OpenAI-compatible FIM endpoint (engineAddress "openai+https://HOST/v1", fim_remote.py):
+    # An OpenAI-compatible FIM endpoint (engineAddress "openai+https://HOST/v1", hosted_fim.py):
     # the model to ask for (None: the first its /models lists), and the environment variable
     # holding its key when engineToken is not set.
     api_model: str | None = None
@@ -126,9 +124,9 @@ class DraftOptions:
     # Show the model's own fills on automatic triggers too. None: yes for a real checkpoint,
     # no for the builtin model (its fills are rarely right).
     trust_model: bool | None = None
-    workspace: bool = True  # index the workspace folders (workspace_index.py)
+    workspace: bool = True  # index the workspace folders (workspace/index.py)
     max_file_bytes: int = 512 * 1024  # larger files are not indexed
-    # The index's budget (workspace_files.py): the files, the bytes of text and the seconds it
+    # The index's budget (workspace/files.py): the files, the bytes of text and the seconds it
     # takes at most; what it leaves out is said in its progress and in dllm/status.
     max_files: int = 20_000
     max_bytes: int = 256 << 20
@@ -187,7 +185,7 @@ def normalize_address(text: str) -> str:
     return str(address)
 
 
-FIM_PREFIX = "openai+"  # engineAddress of an OpenAI-compatible FIM endpoint (fim_remote.py)
+FIM_PREFIX = "openai+"  # engineAddress of an OpenAI-compatible FIM endpoint (hosted_fim.py)
 
 
 def normalize_fim_address(text: str) -> str:

@@ -229,7 +229,8 @@ def reference_logits(ref: Any, ids: torch.Tensor, shift: bool) -> torch.Tensor:
 @pytest.fixture(scope="session", autouse=True)
 def state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The language servers the tests start (and the editors that start them) keep their
-    acceptance counts here, never in the user's own state directory (lsp_server/telemetry.py)."""
+    acceptance counts here, never in the user's own state directory
+    (lsp_server/protocol/telemetry.py)."""
     import os
 
     path = tmp_path_factory.mktemp("state")

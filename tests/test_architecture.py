@@ -131,7 +131,7 @@ def test_the_language_server_loads_no_http_service() -> None:
 
     heavy = ("starlette", "uvicorn", "prometheus_client", "infill_engine.service.http")
     code = (
-        "import sys, lsp_server.server, lsp_server.cli; "
+        "import sys, lsp_server.protocol.handlers, lsp_server.cli; "
         f"print(','.join(m for m in {heavy!r} if m in sys.modules))"
     )
     run = subprocess.run(
@@ -139,3 +139,21 @@ def test_the_language_server_loads_no_http_service() -> None:
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == ""
+
+
+def test_the_language_server_s_rooms_import_one_way() -> None:
+    """lsp_server's rooms (its subpackages and top-level modules) form no circle either, and
+    its top level stays small: at most 10 entries."""
+    rooms: dict[str, set[str]] = {}
+    for mod, targets in import_graph().items():
+        if mod.startswith("lsp_server."):
+            room = ".".join(mod.split(".")[:2])
+            rooms.setdefault(room, set()).update(
+                ".".join(t.split(".")[:2]) for t in targets if t.startswith("lsp_server.")
+            )
+    for room, targets in rooms.items():
+        targets.discard(room)
+        targets &= set(rooms)
+    assert circles(rooms) == []
+    top = [p.name for p in (ROOT / "lsp_server").iterdir() if p.name != "__pycache__"]
+    assert len(top) <= 10, sorted(top)

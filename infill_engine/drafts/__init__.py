@@ -9,8 +9,8 @@ Where they come from (`Draft.source`):
 
 `gather` finds the first two here and merges the carried ones, best first; the language server
 ranks them with the model's fills and gates what automatic triggers show
-(lsp_server/completion.py, docs/drafts.md). Only for a cursor, not a selection. A draft is the
-rest of the cursor's line (lines.py), or, on an empty block body, the whole body (bodies.py).
+(lsp_server/completion/inline.py, docs/drafts.md). Only for a cursor, not a selection. A draft is
+the rest of the cursor's line (lines.py), or, on an empty block body, the whole body (bodies.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Identifiers, and how much two sets of them (or of lines) overlap: the one definition that the
 drafts (lines.py, bodies.py, imports.py) and the language server's chunks of other files
-(lsp_server/crossfile.py) share."""
+(lsp_server/workspace/crossfile.py) share."""
 
 from __future__ import annotations
 

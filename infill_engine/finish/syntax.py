@@ -6,7 +6,7 @@ downloaded at run time); where the language's own parser is at hand in this proc
 
 The finishing steps (finish/__init__.py) run it for the language server and for `dllm-infill
 fill` alike; the language server's own syntax services (the function body around a position)
-live in lsp_server/syntax.py.
+live in lsp_server/commands/function_bodies.py.
 """
 
 from __future__ import annotations

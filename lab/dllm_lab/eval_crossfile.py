@@ -5,8 +5,8 @@ Holes come from code the builtin model never trained on: the held-out stdlib fil
 (corpus.split_corpus) that sit in a package. A hole is one line whose text uses a name that a
 sibling module of the package defines at its top level (found with `ast`) and the held-out file
 itself does not define. The other files are offered the way the language server offers them
-(lsp_server/crossfile.py): a store of 16 chunks × 64 lines holding the lines around the name's
-definition in its module (as when the user has visited it) and, newer, the heads of the
+(lsp_server/workspace/crossfile.py): a store of 16 chunks × 64 lines holding the lines around the
+name's definition in its module (as when the user has visited it) and, newer, the heads of the
 package's other modules (as when they have been opened); the store chooses by the names the
 lines before the cursor share with each chunk. Each hole is filled twice by the same engine
 through the same native steps (hole.prepare), with and without the chosen chunks, at
@@ -139,7 +139,7 @@ def _store_chunks(
     siblings: dict[str, tuple[str, dict[str, int]]], home: str, name: str, rng: random.Random
 ) -> tuple[tuple[str, str, int, str], ...]:
     """What the store is fed: the 64 lines around the definition, then other modules' heads."""
-    from lsp_server.crossfile import CHUNK_LINES, window
+    from lsp_server.workspace.crossfile import CHUNK_LINES, window
 
     text, names = siblings[home]
     first, part = window(text, names[name], CHUNK_LINES)
@@ -208,7 +208,7 @@ def _fill(engine: Any, hole: Hole, extra: Sequence[tuple[str, str]], cfg: Config
 
 def evaluate(cfg: Config) -> dict[str, Any]:
     from infill_engine import load
-    from lsp_server.crossfile import ChunkStore
+    from lsp_server.workspace.crossfile import ChunkStore
 
     t0 = time.perf_counter()
     engine = load(cfg.model, device="cpu")  # first: a bad --model fails before the corpus walk

@@ -7,10 +7,10 @@ coalesces reloads so that a burst of settings changes queues at most one. Loadin
 old engine's client first (the in-process engine's queued and running fills end "cancelled";
 the service's connection is dropped), so two models are never both in use.
 
-The clients implement engine_client.py's `EngineClient`: local_engine.py (the in-process
+The clients implement engine_client.py's `EngineClient`: in_process.py (the in-process
 engine: planning, the context, its scheduler's priorities, batching, cancellation),
-remote_engine.py (the engine service: one `v2/infill` per hole, `cancel {id}`, reconnection
-with backoff) and fim_remote.py (an OpenAI-compatible FIM API). They do not import this
+engine_service.py (the engine service: one `v2/infill` per hole, `cancel {id}`, reconnection
+with backoff) and hosted_fim.py (an OpenAI-compatible FIM API). They do not import this
 module: each gets a `Port` of its own (this backend's `Ledger`, its log, a way to say how the
 engine stands), and this backend is the one writer of `state` and `error`. A client it lets go
 keeps its port, shut: a reply that reaches it after a reload changes nothing here.
@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 from infill_engine.params import RefineResult
 from infill_engine.scheduler import PRIORITIES
 
-from ..daemon import on_daemon_thread
 from ..options import FIM_PREFIX, EngineOptions
+from .daemon import on_daemon_thread
 from .engine_client import (
     Counters,
     EngineClient,
@@ -48,10 +48,10 @@ from .engine_client import (
     State,
     Superseded,
 )
-from .fim_remote import FimEngineClient, api_key
-from .local_engine import LocalEngineClient
-from .remote import Link, engine_token
-from .remote_engine import RemoteEngineClient
+from .engine_service import RemoteEngineClient
+from .hosted_fim import FimEngineClient, api_key
+from .in_process import LocalEngineClient
+from .link import Link, engine_token
 from .untrusted import guard_logs
 
 if TYPE_CHECKING:

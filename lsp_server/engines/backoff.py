@@ -1,8 +1,8 @@
 """Waiting between tries, for every engine client: `Backoff`, the delay that doubles with each
 failure in a row (or what a server's Retry-After asked for, bounded: untrusted.retry_after_s),
 and `Retry`, the one loop that tries again after each delay until a try ends it or the client
-closes. remote.py's `Link` reconnects to the engine service with it, fim_remote.py's client
-waits for a hosted API at start-up with it; fim_remote.py pauses its requests with `Backoff`.
+closes. link.py's `Link` reconnects to the engine service with it, hosted_fim.py's client
+waits for a hosted API at start-up with it; hosted_fim.py pauses its requests with `Backoff`.
 """
 
 from __future__ import annotations

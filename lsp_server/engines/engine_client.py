@@ -10,8 +10,8 @@ suffix: the engine plans the span, cuts the context to the budgets and tokenizes
 as the in-process one, in the same object. The answer (`Filled`) says which part of the text
 the model saw. A refine names a hole too (the selection), and is cut the same way on either side.
 
-Three clients implement the protocol: the in-process engine (local_engine.py), the engine
-service (remote_engine.py) and an OpenAI-compatible FIM API (fim_remote.py). backend.py holds
+Three clients implement the protocol: the in-process engine (in_process.py), the engine
+service (engine_service.py) and an OpenAI-compatible FIM API (hosted_fim.py). backend.py holds
 one of them at a time and is the one writer of how it stands (`state`, `error`): a client
 reports through the `Port` the backend handed it, and imports no backend. Nothing here imports
 torch.
@@ -59,7 +59,8 @@ class Filled:
     drafts: tuple[Draft, ...] = ()
 
     def context(self, hole: Hole) -> tuple[str, str]:
-        """(prefix, suffix) as the model saw them: what finish.py checks a fill against."""
+        """(prefix, suffix) as the model saw them: what infill_engine/finish checks a fill
+        against."""
         return hole.text[self.start : hole.offset], hole.text[hole.after : self.stop]
 
 

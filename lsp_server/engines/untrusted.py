@@ -1,5 +1,5 @@
 """A remote's answer is hostile input until checked, and here is where the engine clients check
-it (fim_remote.py, a hosted API; http_remote.py and remote.py, our engine service), and keep
+it (hosted_fim.py, a hosted API; http_link.py and link.py, our engine service), and keep
 what they log clean:
 
 - **Bytes.** An answer (a body, or a whole stream) is read as it arrives and at most

@@ -27,7 +27,7 @@ import grammars
 from infill_engine.context import CHARS_PER_TOKEN_BOUND
 from infill_engine.planner import WINDOW
 
-from ..positions import byte_offset, offset_from_byte
+from ..workspace.positions import byte_offset, offset_from_byte
 
 SIDE_MIN = 2 * WINDOW  # characters either side, whatever the budgets
 MAX_BYTES = 960 * 1024  # a frame's 1 MiB, less room for the request's other fields

@@ -1,5 +1,5 @@
 """`dllm-infill serve --ray` runs the same start-up memory check as the plain `serve`
-(cli_models.startup_check, fit.py) before Ray is touched: a model that cannot fit is refused
+(cli_models.startup_check, fits.py) before Ray is touched: a model that cannot fit is refused
 with the numbers, having fetched only its config.json and started no Ray process. Needs no Ray
 cluster (nor the ray extra)."""
 

@@ -1,4 +1,4 @@
-"""Does it fit (fit.py, `dllm-infill check`, the service's start-up check): the arithmetic
+"""Does it fit (fits.py, `dllm-infill check`, the service's start-up check): the arithmetic
 agrees with the bytes the real parts hold, and a model that cannot fit fails before it loads,
 with the numbers and the options that would make it fit."""
 
@@ -16,7 +16,7 @@ import torch
 from conftest import ROOT, make_dream
 from hub_standin import HubStandIn, read_dir
 
-from infill_engine import fit, load
+from infill_engine import fits, load
 from infill_engine.cache import KVCache
 from infill_engine.models.shapes import shape_args
 from infill_engine.quantize import weight_bytes
@@ -43,7 +43,7 @@ def test_weights_are_the_bytes_the_loaded_model_holds(
 ) -> None:
     engine = load(str(dream_dir), device="cpu", dtype=dtype, quantize=quantize)
     real = weight_bytes(engine.model)
-    estimate = fit.estimate(engine.args, device="cpu", free=1 << 40, quantize=quantize,
+    estimate = fits.estimate(engine.args, device="cpu", free=1 << 40, quantize=quantize,
                             dtype=dtype).weights  # fmt: skip
     assert abs(estimate - real) <= bound * real
 
@@ -54,7 +54,7 @@ def test_loading_quantized_adds_one_full_precision_block(dream_dir: Path, quanti
     small = load(str(dream_dir), device="cpu", quantize=quantize).model.layers[0]
     extra = weight_bytes(full) - weight_bytes(small)  # the norms cancel out
     args = load(str(dream_dir), device="cpu").args
-    assert abs(fit.block_extra(args, quantize, 4) - extra) <= 0.05 * weight_bytes(full)
+    assert abs(fits.block_extra(args, quantize, 4) - extra) <= 0.05 * weight_bytes(full)
 
 
 @pytest.mark.gpu
@@ -79,19 +79,19 @@ def test_cache_per_row_is_what_the_kv_cache_allocates() -> None:
     for layer in range(args.num_layers):
         cache.store(layer, None, k, k)
     held = sum(t.numel() * t.element_size() for t in (*cache.k, *cache.v))
-    assert fit.cache_bytes(args, context, 2) == held
+    assert fits.cache_bytes(args, context, 2) == held
 
 
 def test_dream_7b_int4_on_a_12_gb_card() -> None:
     """The README's figures: `dllm-infill check --shape dream-7b --device cuda --quantize int4
     --memory 12`."""
     _, args, _ = shape_args("dream-7b")
-    f = fit.estimate(args, device="cuda", free=12 * 10**9, quantize="int4")
+    f = fits.estimate(args, device="cuda", free=12 * 10**9, quantize="int4")
     assert round(f.params / 1e9, 2) == 7.62
     assert 5.5e9 < f.weights < 5.8e9 and f.fits and f.largest_batch == 12
-    bf16 = fit.estimate(args, device="cuda", free=12 * 10**9, batch=4)
+    bf16 = fits.estimate(args, device="cuda", free=12 * 10**9, batch=4)
     assert not bf16.fits and bf16.largest_batch == 0
-    assert fit.remedies(bf16, args)[0].startswith("--quantize int8 (weights 8.71 GB")
+    assert fits.remedies(bf16, args)[0].startswith("--quantize int8 (weights 8.71 GB")
 
 
 def test_check_cli(tmp_path: Path) -> None:

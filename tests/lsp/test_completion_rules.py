@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 import grammars
-from lsp_server.completion import Ask, Completer
+from infill_engine.finish.postprocess import Indent, postprocess
+from lsp_server.completion.inline import Ask, Completer
 from lsp_server.engines.backend import Backend
 from lsp_server.options import Options
-from lsp_server.postprocess import Indent, postprocess
 
 # The model's fills are shown on automatic triggers too (drafts.trustModel): these rules act on
 # its text, which the builtin model's default (not trusted unasked) would hide.

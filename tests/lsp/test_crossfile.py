@@ -1,9 +1,15 @@
-"""The store of other files' chunks (lsp_server/crossfile.py), in memory: its bounds, the
+"""The store of other files' chunks (lsp_server/workspace/crossfile.py), in memory: its bounds, the
 near-duplicate rule, the choice by relevance, and what is never chosen."""
 
 from __future__ import annotations
 
-from lsp_server.crossfile import ChunkStore, display_name, edited_line, identifiers, window
+from lsp_server.workspace.crossfile import (
+    ChunkStore,
+    display_name,
+    edited_line,
+    identifiers,
+    window,
+)
 
 ROOT = "file:///ws"
 HELPERS = "def frobnicate(widgets):\n    return sorted(widgets)\n"

@@ -1,6 +1,6 @@
 """Other files' chunks through both engine clients: the same hole with the same chunks, sent to
-a real `dllm-infill serve` on a Unix socket (remote_engine.py) and run in process
-(local_engine.py), is placed and filled the same way, and each says which chunks the model saw."""
+a real `dllm-infill serve` on a Unix socket (engine_service.py) and run in process
+(in_process.py), is placed and filled the same way, and each says which chunks the model saw."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
-"""No automatic completion inside comments and strings (lsp_server/cursor.py), per language,
-from the document's tree-sitter tree."""
+"""No automatic completion inside comments and strings (lsp_server/completion/cursor.py), per
+language, from the document's tree-sitter tree."""
 
 from __future__ import annotations
 
 import pytest
 
 import grammars
-from lsp_server.cursor import in_comment_or_string
+from lsp_server.completion.cursor import in_comment_or_string
 
 # (language, text with | at the cursor, inside a comment or string)
 CASES = [

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsp_server.debounce import AdaptiveDebounce
+from lsp_server.completion.debounce import AdaptiveDebounce
 
 
 def typed(debounce: AdaptiveDebounce, interval_s: float, keys: int = 10) -> AdaptiveDebounce:

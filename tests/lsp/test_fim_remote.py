@@ -1,4 +1,4 @@
-"""An OpenAI-compatible FIM API as the engine (`engineAddress: "openai+URL"`, fim_remote.py):
+"""An OpenAI-compatible FIM API as the engine (`engineAddress: "openai+URL"`, hosted_fim.py):
 against a Mercury-shaped stand-in on loopback (fim_standin.py: the documented request and
 response shapes, streamed and not), against our own HTTP front's /v1/completions, and through
 the real language server over stdio. The failures a user meets: a refused key, 429 with
@@ -18,11 +18,11 @@ from lsp_client import SERVER, StdioPeer, init_params
 from infill_engine import Engine, InfillParams, load, planner
 from infill_engine.scheduler import Scheduler
 from infill_engine.service import Service, ServiceThread, parse_address
-from lsp_server.engines import fim_remote
+from lsp_server.engines import hosted_fim
 from lsp_server.engines.backend import Backend
 from lsp_server.engines.engine_client import Hole, NotReady, Superseded
-from lsp_server.engines.fim_remote import FimEngineClient, approx_encode, cut_context
-from lsp_server.engines.remote import RemoteError
+from lsp_server.engines.hosted_fim import FimEngineClient, approx_encode, cut_context
+from lsp_server.engines.link import RemoteError
 from lsp_server.engines.untrusted import retry_after_s
 from lsp_server.options import EngineOptions, parse_options
 
@@ -190,7 +190,7 @@ async def test_429_waits_for_retry_after_and_5xx_backs_off(standin: Standin) -> 
 async def test_no_answer_in_time_and_a_bad_request(
     standin: Standin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fim_remote, "DEADLINE_S", 0.3)
+    monkeypatch.setattr(hosted_fim, "DEADLINE_S", 0.3)
     client = await client_for("openai+" + standin.base, Host())
     held = threading.Event()  # the stand-in answers only after the client gave up
     standin.plan = [Answer(held=held)]
@@ -263,8 +263,8 @@ def test_the_address_form_and_the_settings() -> None:
     e = opts.engine
     assert e.address == "openai+https://api.inceptionlabs.ai/v1"
     assert (e.api_model, e.key_env, e.quantize) == ("mercury-coder", "INCEPTION_API_KEY", "int4")
-    assert fim_remote.api_key(e, {"INCEPTION_API_KEY": "k1"}) == "k1"
-    assert fim_remote.api_key(EngineOptions(token="k2"), {"DLLM_API_KEY": "k1"}) == "k2"
+    assert hosted_fim.api_key(e, {"INCEPTION_API_KEY": "k1"}) == "k1"
+    assert hosted_fim.api_key(EngineOptions(token="k2"), {"DLLM_API_KEY": "k1"}) == "k2"
     _, errors = parse_options({"engineAddress": "openai+https://me:sk-live-123@api.example/v1"})
     assert len(errors) == 1 and "credentials" in errors[0] and "sk-live-123" not in errors[0]
     for bad in ("openai+ftp://host/v1", "openai+https:///v1", "openai+https://h/v1?k=1"):

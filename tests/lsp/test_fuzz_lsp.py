@@ -35,7 +35,7 @@ from lsp_server.options import (
     fit_model,
     parse_options,
 )
-from lsp_server.server import FILL_BODY, REFACTOR, REFINE, RELOAD_QUIET_S
+from lsp_server.protocol.handlers import FILL_BODY, REFACTOR, REFINE, RELOAD_QUIET_S
 
 BOUND_S = 10.0  # the longest a good request may wait for its answer
 LOAD_S = 120.0  # a fresh server's model load

@@ -29,12 +29,12 @@ from lsp_client import StdioPeer, init_params
 from procfs import rss_mib
 
 from infill_engine import InfillParams
-from lsp_server.engines import fim_remote, http_remote, untrusted
+from lsp_server.engines import hosted_fim, http_link, untrusted
 from lsp_server.engines.backend import Backend
 from lsp_server.engines.backoff import Backoff
 from lsp_server.engines.engine_client import Hole, NotReady
-from lsp_server.engines.fim_remote import FimEngineClient
-from lsp_server.engines.remote import RemoteError
+from lsp_server.engines.hosted_fim import FimEngineClient
+from lsp_server.engines.link import RemoteError
 from lsp_server.options import EngineOptions
 
 DEADLINE_S = 1.0
@@ -85,7 +85,7 @@ def hole() -> Hole:
 async def test_the_client_ends_a_hostile_answer_by_its_deadline(
     mode: str, hostile: Hostile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fim_remote, "DEADLINE_S", DEADLINE_S)
+    monkeypatch.setattr(hosted_fim, "DEADLINE_S", DEADLINE_S)
     logs: list[str] = []
     told: list[str] = []
     backend = Backend(logs.append, told.append)
@@ -143,7 +143,7 @@ async def test_the_service_client_ends_a_hostile_answer_by_its_deadline(
 ) -> None:
     """`engineAddress: http://...`: the same bounds as for a hosted API, and the connection
     stands after each."""
-    monkeypatch.setattr(http_remote, "DEADLINE_S", DEADLINE_S)
+    monkeypatch.setattr(http_link, "DEADLINE_S", DEADLINE_S)
     logs: list[str] = []
     backend = Backend(logs.append)
     await backend.load(EngineOptions(address=service.address), print)

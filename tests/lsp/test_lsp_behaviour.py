@@ -13,7 +13,7 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from lsp_server.completion import Completer
+from lsp_server.completion.inline import Completer
 from lsp_server.options import parse_options
 
 URI = "file:///work/behaviour.py"

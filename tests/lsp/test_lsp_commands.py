@@ -14,8 +14,8 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 from tokenizers import Tokenizer
 
+from infill_engine.finish import syntax
 from infill_engine.loader import BUILTIN_DIR
-from lsp_server import syntax
 
 URI = "file:///work/shapes.py"
 SOURCE = (

@@ -170,7 +170,7 @@ LOOP = (
 async def test_no_item_shown_adds_a_syntax_error(
     client: LanguageClient, line: int, character: int
 ) -> None:
-    from lsp_server import syntax
+    from infill_engine.finish import syntax
 
     await start(client)
     open_doc(client, URI, LOOP)

@@ -23,11 +23,11 @@ from pytest_lsp import LanguageClient
 from infill_engine import Engine, InfillParams, load
 from infill_engine.scheduler import Scheduler, Ticket
 from infill_engine.service import TOKEN_ENV, Address, Service, ServiceThread
-from lsp_server.commands import fill_function_body
-from lsp_server.completion import Ask, Completer
+from lsp_server.commands.editing import fill_function_body
+from lsp_server.completion.inline import Ask, Completer
 from lsp_server.engines.backend import Backend, NotReady, Superseded
 from lsp_server.engines.engine_client import Filled, Hole
-from lsp_server.engines.remote import engine_address
+from lsp_server.engines.link import engine_address
 from lsp_server.options import EngineOptions, Options, describe, parse_options
 
 PREFIX = "def add(a, b):\n    return "

@@ -15,9 +15,9 @@ from lsp_client import inline, open_doc, start, status, wait_for
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
-from lsp_server.completion import Ask
+from lsp_server.completion.inline import Ask
 from lsp_server.options import Options
-from lsp_server.server import RELOAD_QUIET_S, DllmServer
+from lsp_server.protocol.handlers import RELOAD_QUIET_S, DllmServer
 
 
 async def test_invalid_initialization_options_are_messages_and_defaults(

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from infill_engine.context import Tokens, build_context
-from lsp_server import syntax
+from infill_engine.finish import syntax
+from lsp_server.commands.editing import function_bodies
 from lsp_server.options import Options, decode_params, describe, parse_options
 
 
@@ -109,22 +110,22 @@ SRC = (
 
 
 def test_function_body_after_docstring() -> None:
-    hole = syntax.function_body(SRC, SRC.index("y = x"), "python")
+    hole = function_bodies.function_body(SRC, SRC.index("y = x"), "python")
     assert hole is not None and hole.name == "m" and hole.indent == "        "
     assert SRC[hole.start : hole.end] == "        y = x + 1\n        return y"
 
 
 def test_function_body_of_docstring_only_and_one_liner() -> None:
-    hole = syntax.function_body(SRC, SRC.index("Only"), "python")
+    hole = function_bodies.function_body(SRC, SRC.index("Only"), "python")
     assert hole is not None and hole.start == hole.end
     assert SRC[hole.start :].startswith("\ndef one")
-    one = syntax.function_body(SRC, SRC.index("return 1"), "python")
+    one = function_bodies.function_body(SRC, SRC.index("return 1"), "python")
     assert one is not None and SRC[one.start : one.end] == "return 1"
 
 
 def test_no_function_and_unknown_language() -> None:
-    assert syntax.function_body("x = 1\n", 2, "python") is None
-    assert syntax.function_body(SRC, 5, "cobol") is None
+    assert function_bodies.function_body("x = 1\n", 2, "python") is None
+    assert function_bodies.function_body(SRC, 5, "cobol") is None
     assert syntax.parses("def f(:\n", "python") is False
     assert syntax.parses("x = 1\n", "python") is True
     assert syntax.error_count("x = 1\n", "cobol") is None
@@ -153,15 +154,15 @@ def test_syntax_fit_refuses_a_fill_that_breaks_the_document() -> None:
 def test_function_body_from_the_blank_body_line_below_it() -> None:
     doc = 'def greet(name):\n    """Return a greeting."""\n    \n\n\nprint(greet("w"))\n'
     cursor = doc.index('."""\n') + len('."""\n') + 4  # end of the indented blank line
-    hole = syntax.function_body(doc, cursor, "python")
+    hole = function_bodies.function_body(doc, cursor, "python")
     assert hole is not None and hole.name == "greet" and hole.start == hole.end
     # a method: the blank line at method depth is the method's, at class depth it is not
     cls = "class A:\n    def m(self):\n        x = 1\n        \n    \n"
-    inner = syntax.function_body(cls, cls.index("x = 1") + 14, "python")
+    inner = function_bodies.function_body(cls, cls.index("x = 1") + 14, "python")
     assert inner is not None and inner.name == "m"
-    assert syntax.function_body(cls, len(cls) - 1, "python") is None
+    assert function_bodies.function_body(cls, len(cls) - 1, "python") is None
     # column 0 below a function is module level
-    assert syntax.function_body("def f():\n    return 1\n\n", 23, "python") is None
+    assert function_bodies.function_body("def f():\n    return 1\n\n", 23, "python") is None
 
 
 class _Recording:
@@ -188,7 +189,7 @@ def test_regenerate_puts_the_instruction_before_the_selection_as_a_comment(
 ) -> None:
     import asyncio
 
-    from lsp_server.commands import CommandError, regenerate_selection
+    from lsp_server.commands.editing import CommandError, regenerate_selection
 
     text = "def scale(values, k):\n    out = []\n    for v in values:\n        out.append(v * k)\n"
     text += "    return out\n"
@@ -228,7 +229,7 @@ def test_a_completion_is_queued_at_the_priority_of_how_it_was_asked_for(
     from dataclasses import replace
 
     from infill_engine.scheduler import PRIORITIES
-    from lsp_server.completion import Ask, Completer
+    from lsp_server.completion.inline import Ask, Completer
     from lsp_server.engines.backend import Backend
 
     backend = Backend(lambda _: None, engine=dream_engine)
@@ -265,7 +266,7 @@ def test_the_instruction_is_a_comment_in_the_language_of_the_document(
     import asyncio
 
     import grammars
-    from lsp_server.commands import CommandError, regenerate_selection
+    from lsp_server.commands.editing import CommandError, regenerate_selection
 
     start = text.index(line)
     backend = _Recording(dream_engine)
@@ -299,7 +300,7 @@ def test_one_inline_completion_tokenizes_its_text_once_and_trims_it_once(
     from dataclasses import replace
 
     from infill_engine.context import tokenize_with
-    from lsp_server.completion import Ask, Completer
+    from lsp_server.completion.inline import Ask, Completer
     from lsp_server.engines.backend import Backend
 
     backend = Backend(lambda _: None, engine=dream_engine)

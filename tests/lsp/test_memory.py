@@ -1,6 +1,6 @@
 """A large document gives its memory back when it closes: the real server over stdio opens a
 5 MB Python file, edits it, completes in it and closes it, and its resident size comes back
-near where it was before (lsp_server/memory.py). Linux only: it reads /proc/PID/status."""
+near where it was before (lsp_server/workspace/memory.py). Linux only: it reads /proc/PID/status."""
 
 from __future__ import annotations
 

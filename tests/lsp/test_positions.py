@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsp_server.positions import (
+from lsp_server.workspace.positions import (
     ENCODINGS,
     byte_offset,
     choose_encoding,

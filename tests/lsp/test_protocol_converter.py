@@ -10,7 +10,7 @@ from cattrs import Converter
 from lsprotocol import types as lsp
 
 import lsp_server
-from lsp_server.session import DllmServer
+from lsp_server.protocol.session import DllmServer
 
 
 def test_the_protocol_names_the_converter_pygls_was_built_with() -> None:

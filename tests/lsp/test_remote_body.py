@@ -11,7 +11,7 @@ from infill_engine.drafts import Draft
 from infill_engine.hole import Hole
 from infill_engine.params import InfillParams
 from infill_engine.service.native import parse_native
-from lsp_server.engines.remote_engine import native_body
+from lsp_server.engines.engine_service import native_body
 
 TEXT = "import os\n\n\ndef walk(root):\n    for name in os.listdir(root):\n        \n"
 CURSOR = TEXT.index("        \n") + 8

@@ -403,7 +403,7 @@ def test_exit_after_shutdown_is_0() -> None:
 
 
 def test_exit_while_the_model_loads_ends_the_process_at_once() -> None:
-    """The model loads on a daemon thread (lsp_server/daemon.py): `shutdown` and `exit` sent
+    """The model loads on a daemon thread (lsp_server/engines/daemon.py): `shutdown` and `exit` sent
     while it loads end the process without waiting for the load; on the pool thread
     asyncio.to_thread uses, the interpreter waited for it (2.9 s on 2 cores, the exit 0.03 s
     now). No fixed bound: the exit is compared with a load of the same model timed in this run,

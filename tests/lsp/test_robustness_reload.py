@@ -102,8 +102,8 @@ def test_a_reply_to_a_request_we_gave_up_on_is_dropped() -> None:
     client's late reply must not raise InvalidStateError out of the reader."""
     from concurrent.futures import Future
 
-    from lsp_server.protocol import RawMessage
-    from lsp_server.server import build_server
+    from lsp_server.protocol.handlers import build_server
+    from lsp_server.protocol.jsonrpc import RawMessage
 
     protocol = build_server().protocol
     future: Future[object] = Future()

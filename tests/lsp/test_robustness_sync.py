@@ -26,7 +26,7 @@ from lsp_client import inline, open_doc, plain, start
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
-from lsp_server.documents import Documents
+from lsp_server.workspace.documents import Documents
 
 URI = "file:///work/sync.py"
 MAX_UINT = 2**31 - 1

@@ -1,10 +1,10 @@
-"""The snooze state (lsp_server/snooze.py): minutes of no automatic suggestions."""
+"""The snooze state (lsp_server/completion/snooze.py): minutes of no automatic suggestions."""
 
 from __future__ import annotations
 
 import pytest
 
-from lsp_server.snooze import MAX_MINUTES, Snooze
+from lsp_server.completion.snooze import MAX_MINUTES, Snooze
 
 
 def test_snooze_runs_out_and_wakes_up() -> None:

@@ -1,12 +1,12 @@
-"""What a command would overwrite (lsp_server/stubs.py): a stub body is filled at once, a body
-with code only after the user confirms. Per language, through the grammars' stubs.scm."""
+"""What a command would overwrite (lsp_server/commands/stubs.py): a stub body is filled at once, a
+body with code only after the user confirms. Per language, through the grammars' stubs.scm."""
 
 from __future__ import annotations
 
 import pytest
 
 import grammars
-from lsp_server import stubs, syntax
+from lsp_server.commands.editing import function_bodies, stubs
 
 # (language, document, the body holds code); the cursor is just inside the function's body.
 BODIES = [
@@ -42,7 +42,7 @@ BODIES = [
 @pytest.mark.parametrize(("language", "text", "code"), BODIES)
 def test_a_function_body_is_code_or_a_stub(language: str, text: str, code: bool) -> None:
     cursor = text.index(":\n") + 2 if language == "python" else text.rindex("{") + 1
-    hole = syntax.function_body(text, cursor, language)
+    hole = function_bodies.function_body(text, cursor, language)
     assert hole is not None
     assert stubs.holds_code(text, hole.start, hole.end, language) is code
     assert stubs.needs_confirmation(text, hole.start, hole.end, language) is code

@@ -20,9 +20,8 @@ import pytest
 from conftest import DATA
 
 from infill_engine.context import Tokens, build_context
-from lsp_server import syntax
-from lsp_server.commands import CommandError, Edit, checked
-from lsp_server.finish import finish
+from infill_engine.finish import finish, syntax
+from lsp_server.commands.editing import CommandError, Edit, checked
 
 STORE = (DATA / "syntax" / "store.py").read_text("utf-8")
 

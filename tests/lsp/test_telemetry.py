@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from infill_engine.percentiles import nearest_rank as percentile
-from lsp_server import telemetry
 from lsp_server.cli import main as cli_main
 from lsp_server.options import parse_options
-from lsp_server.telemetry import Counts, Stats, bucket_percentile, item_id, read_file
+from lsp_server.protocol.jsonrpc import telemetry
+from lsp_server.protocol.telemetry import Counts, Stats, bucket_percentile, item_id, read_file
 
 
 def as_sent(key: str | None) -> dict[str, object]:

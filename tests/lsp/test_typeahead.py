@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsp_server.typeahead import TypeaheadCache
+from lsp_server.completion.typeahead import TypeaheadCache
 
 URI = "file:///a.py"
 BEFORE = "def f(x):\n    return "

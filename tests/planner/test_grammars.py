@@ -15,7 +15,8 @@ from conftest import ROOT
 from tree_sitter import Language, Parser, Query, Tree
 
 import grammars
-from lsp_server import syntax
+from infill_engine.finish import syntax
+from lsp_server.commands.editing import function_bodies
 
 DATA = FIXTURE_DATA / "grammars"
 LANGUAGES = (
@@ -273,7 +274,7 @@ INSIDE = {
 def test_function_body_inside_a_body(language_id: str) -> None:
     marker, name, body, indent = INSIDE[language_id]
     text = _fixture(language_id)
-    hole = syntax.function_body(text, text.index(marker) + 2, language_id)
+    hole = function_bodies.function_body(text, text.index(marker) + 2, language_id)
     assert hole is not None and hole.name == name and hole.indent == indent
     assert text[hole.start : hole.end] == body
 
@@ -295,14 +296,14 @@ def test_function_body_of_an_empty_body(language_id: str) -> None:
     marker, name, indent = EMPTY[language_id]
     text = _fixture(language_id)
     inside = text.index(marker) + len(marker)  # between the braces
-    hole = syntax.function_body(text, inside, language_id)
+    hole = function_bodies.function_body(text, inside, language_id)
     assert hole is not None and (hole.start, hole.end) == (inside, inside)
     assert hole.name == name and hole.indent == indent
 
 
 def test_function_body_of_a_one_line_body_is_between_the_braces() -> None:
     text = _fixture("cpp")
-    hole = syntax.function_body(text, text.index("data_[r *"), "cpp")
+    hole = function_bodies.function_body(text, text.index("data_[r *"), "cpp")
     assert hole is not None and hole.name == "at"
     assert text[hole.start : hole.end] == "return data_[r * cols_ + c];"
 
@@ -330,7 +331,7 @@ def test_function_body_from_the_blank_body_line(language_id: str) -> None:
     row = next(i for i, line in enumerate(lines) if line and not line.strip())
     blank = sum(len(line) + 1 for line in lines[:row])  # where the blank line starts
     cursor = blank + len(lines[row])  # its end
-    hole = syntax.function_body(text, cursor, language_id)
+    hole = function_bodies.function_body(text, cursor, language_id)
     assert hole is not None and hole.name == "f"
     if language_id == "python":  # below the docstring, where the body goes
         assert hole.start == hole.end == blank
@@ -356,8 +357,11 @@ OUTSIDE = {
 @pytest.mark.parametrize("language_id", sorted(OUTSIDE))
 def test_function_body_is_none_outside_functions(language_id: str) -> None:
     text = _fixture(language_id)
-    assert syntax.function_body(text, text.index(OUTSIDE[language_id]) + 2, language_id) is None
-    assert syntax.function_body(text, 0, language_id) is None
+    assert (
+        function_bodies.function_body(text, text.index(OUTSIDE[language_id]) + 2, language_id)
+        is None
+    )
+    assert function_bodies.function_body(text, 0, language_id) is None
 
 
 @pytest.mark.parametrize("language_id", LANGUAGES)
@@ -380,7 +384,7 @@ def test_an_unknown_language_yields_none_everywhere() -> None:
     assert grammars.captures("cobol", "functions", root) == {}
     assert syntax.parser_for("cobol") is None and syntax.parses("x", "cobol") is None
     assert syntax.error_count("x", "cobol") is None
-    assert syntax.function_body("x", 0, "cobol") is None
+    assert function_bodies.function_body("x", 0, "cobol") is None
 
 
 def test_a_missing_or_odd_query_name_yields_none() -> None:
@@ -405,7 +409,7 @@ def test_a_wheel_that_cannot_be_imported_yields_none(monkeypatch: pytest.MonkeyP
     assert grammars.spec("go") is not None
     assert grammars.language("go") is None and grammars.parser("go") is None
     assert grammars.query("go", "functions") is None
-    assert syntax.function_body("func f() {\n}\n", 12, "go") is None
+    assert function_bodies.function_body("func f() {\n}\n", 12, "go") is None
     assert syntax.parses("package p\n", "go") is None
 
 

@@ -21,7 +21,7 @@ from dllm_lab import span_calibrate
 from dllm_lab.holes import HOLE_KINDS, holes
 from infill_engine import planner
 from infill_engine.request import PREFIX_TOKENS, SUFFIX_TOKENS
-from lsp_server.trees import IncrementalTree
+from lsp_server.workspace.trees import IncrementalTree
 
 FIXTURES = DATA / "grammars"
 

@@ -11,7 +11,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from lsp_server.workspace_index import WorkspaceIndex
+from lsp_server.workspace.index import WorkspaceIndex
 
 
 def main(folders: list[Path]) -> None:

@@ -33,7 +33,7 @@ def main() -> None:
     threading.setprofile(profile)  # before any thread of the engine starts
     sys.setprofile(profile)
     from infill_engine import load
-    from lsp_server.completion import Ask, Completer
+    from lsp_server.completion.inline import Ask, Completer
     from lsp_server.engines.backend import Backend
     from lsp_server.options import Options
 

@@ -1,6 +1,6 @@
 """The engine service (`engineAddress`) as an `EngineClient` (engine_client.py): the model runs
-in a `dllm-infill serve` service, reached through remote.py's `RemoteClient` (`unix:`, `tcp:`)
-or http_remote.py's `HttpClient` (`http://`).
+in a `dllm-infill serve` service, reached through link.py's `RemoteClient` (`unix:`, `tcp:`)
+or http_link.py's `HttpClient` (`http://`).
 
 A thin client: nothing of the model is loaded here (no tokenizer, no config, no weights, no
 torch). Each hole is one `v2/infill` request with a window of the document around it
@@ -37,8 +37,8 @@ from infill_engine.service import Message, ServiceError
 
 from ..options import EngineOptions
 from .engine_client import Filled, Hole, NotReady, Port, Superseded
-from .http_remote import HttpClient
-from .remote import (
+from .http_link import HttpClient
+from .link import (
     Link,
     Refused,
     RemoteClient,

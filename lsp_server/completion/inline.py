@@ -24,15 +24,15 @@ from infill_engine.drafts import GATE, Draft, gather
 from infill_engine.finish import Around, Indent
 from infill_engine.scheduler import Priority
 
-from .crossfile import ChunkStore
+from ..engines.backend import Backend, Superseded
+from ..engines.engine_client import Filled, Hole
+from ..options import Options, decode_params
+from ..workspace.crossfile import ChunkStore
+from ..workspace.index import WorkspaceIndex
 from .cursor import in_comment_or_string
 from .debounce import AdaptiveDebounce
-from .engines.backend import Backend, Superseded
-from .engines.engine_client import Filled, Hole
-from .options import Options, decode_params
 from .snooze import Snooze
 from .typeahead import TypeaheadCache
-from .workspace_index import WorkspaceIndex
 
 
 @dataclass(frozen=True)

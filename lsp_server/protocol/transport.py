@@ -13,9 +13,9 @@ reader is a small state machine over a bounded buffer instead:
   its length overstated), and reading resumes at that header. A truncated body therefore costs
   one parse error, not the next request.
 
-`serve` hands each body to the pygls protocol, which judges the message (protocol.py's Protocol
-answers a malformed one); a body that is not JSON never reaches it and gets -32700 here, with a
-fixed message and id null. Memory is bounded by MAX_FRAME plus a
+`serve` hands each body to the pygls protocol, which judges the message (protocol/jsonrpc.py's
+Protocol answers a malformed one); a body that is not JSON never reaches it and gets -32700 here,
+with a fixed message and id null. Memory is bounded by MAX_FRAME plus a
 few chunks, whatever arrives.
 """
 

@@ -37,9 +37,10 @@ from pygls.io_ import StdoutWriter
 from pygls.protocol import JsonRPCProtocol, LanguageServerProtocol, lsp_method
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
-from . import positions
-from .documents import Documents
-from .postprocess import Indent, formatting_indent
+from infill_engine.finish.postprocess import Indent, formatting_indent
+
+from ..workspace import positions
+from ..workspace.documents import Documents
 
 if TYPE_CHECKING:
     from collections.abc import Generator

@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import grammars
+from infill_engine.finish import finish, syntax
 from infill_engine.params import InfillParams
 
-from . import stubs, syntax
-from .engines.backend import Backend
-from .engines.engine_client import Hole
-from .finish import finish
-from .options import Options, decode_params
+from ..engines.backend import Backend
+from ..engines.engine_client import Hole
+from ..options import Options, decode_params
+from . import function_bodies, stubs
 
 
 class CommandError(Exception):
@@ -117,7 +117,7 @@ async def fill_function_body(
 ) -> Edit:
     """The body filled: at once when it is empty or a stub, else as an edit the editor must
     confirm (`can_confirm`), or refused."""
-    hole = syntax.function_body(text, offset, language_id)
+    hole = function_bodies.function_body(text, offset, language_id)
     if hole is None:
         raise CommandError("no function around the cursor (or no grammar for this language)")
     what = f"the body of {hole.name}()"

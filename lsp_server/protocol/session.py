@@ -4,7 +4,7 @@ documents, the engine backend and its loads, messages to the user, progress, edi
 
 Engine changes reload once the settings have been quiet for RELOAD_QUIET_S, so a burst of
 changes loads at most twice. How messages are checked before they reach the handlers, and how
-the session exits, is protocol.py's; the handlers themselves are server.py's.
+the session exits, is protocol/jsonrpc.py's; the handlers themselves are protocol/handlers.py's.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from pygls.lsp.server import LanguageServer
 
 from infill_engine.model_names import quoted
 
-from . import positions
-from .commands import Edit
-from .completion import Completer
-from .crossfile import edited_line
-from .documents import Document, Documents
-from .engines.backend import Backend
-from .options import EngineOptions, Options, fit_model, parse_options
-from .protocol import CLIENT_ERRORS, Protocol
+from ..commands.editing import Edit
+from ..completion.inline import Completer
+from ..engines.backend import Backend
+from ..options import EngineOptions, Options, fit_model, parse_options
+from ..workspace import positions
+from ..workspace.crossfile import edited_line
+from ..workspace.documents import Document, Documents
+from .jsonrpc import CLIENT_ERRORS, Protocol
 from .telemetry import Stats, state_file
 
 log = logging.getLogger("dllm-infill-ls")

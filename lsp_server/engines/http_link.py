@@ -1,5 +1,5 @@
 """The engine service's HTTP front (`engineAddress: "http://HOST:PORT"`) as a transport of the
-language server: the same surface as remote.py's msgpack `RemoteClient` (connect, send, cancel,
+language server: the same surface as link.py's msgpack `RemoteClient` (connect, send, cancel,
 close, reconnection with backoff from `Link`), over `httpx.AsyncClient`.
 
 - **Connect** = `GET /v1/models` with the token (`Authorization: Bearer <token>`): a 401 is a
@@ -33,7 +33,7 @@ import httpx
 from infill_engine.fields import is_int
 from infill_engine.service import TOKEN_ENV, Message
 
-from .remote import Link, Refused, Unavailable
+from .link import Link, Refused, Unavailable
 from .untrusted import BadAnswer, parse_json, read_body, shown
 
 # the calls the HTTP front offers, by message type

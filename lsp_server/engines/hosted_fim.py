@@ -16,7 +16,8 @@ What the API's model cannot do stays on this side, as with our own engine: the s
 context is cut to the budgets (counted in approximate tokens: word and punctuation pieces, as
 there is no tokenizer of the remote model here); the plan's stop rule cuts the streamed text
 where the construct ends (and stops reading there); the cursor rules, the syntax-checked
-finish, de-duplication and the gate run on the result in completion.py and finish.py.
+finish, de-duplication and the gate run on the result in completion/inline.py and
+infill_engine/finish.
 
 The answer is hostile input (untrusted.py): at most MAX_ANSWER_BYTES of it is read, its text at
 most MAX_TEXT_CHARS, all within one deadline (DEADLINE_S, not a wait per read), and what of it is
@@ -56,8 +57,8 @@ from infill_engine.stop import StopRule
 from ..options import FIM_PREFIX, EngineOptions
 from .backoff import Backoff, Retry
 from .engine_client import Filled, Hole, NotReady, Port, Superseded
-from .remote import RemoteError
-from .remote_engine import CANCEL_POLL_S
+from .engine_service import CANCEL_POLL_S
+from .link import RemoteError
 from .untrusted import (
     BadAnswer,
     check_text,

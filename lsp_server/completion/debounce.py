@@ -23,6 +23,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from ..options import DEBOUNCE_CEILING_MS
+
 _PAUSE_S = 5.0
 _ALPHA = 0.3  # weight of the newest sample: a few keystrokes are enough to adapt
 
@@ -37,7 +39,7 @@ class AdaptiveDebounce:
 
     base_ms: float = 75.0
     min_ms: float = 15.0
-    max_ms: float = 400.0
+    max_ms: float = DEBOUNCE_CEILING_MS
     _last_trigger_s: float | None = field(default=None, init=False, repr=False)
     _interval_ms: float | None = field(default=None, init=False, repr=False)
     _latency_ms: float | None = field(default=None, init=False, repr=False)

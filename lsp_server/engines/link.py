@@ -5,8 +5,8 @@
 the connection is lost, reconnection with exponential backoff until it is back or closed.
 
 `Link` is what every transport shares (the settings, reconnection with backoff); `RemoteClient`
-is the msgpack one, http_remote.py's `HttpClient` the HTTP one (`http://HOST:PORT`). The wire
-alone: what a request means to the language server is remote_engine.py's.
+is the msgpack one, http_link.py's `HttpClient` the HTTP one (`http://HOST:PORT`). The wire
+alone: what a request means to the language server is engine_service.py's.
 """
 
 from __future__ import annotations

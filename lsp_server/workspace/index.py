@@ -2,7 +2,7 @@
 
 - Built from the workspace folders the editor sends, on a daemon thread of its own (the event
   loop keeps answering, and shutdown never waits for it), the count of files done reported as
-  it goes. Which files it reads, and how, is workspace_files.py: regular files under a root,
+  it goes. Which files it reads, and how, is workspace/files.py: regular files under a root,
   nothing hidden or ignored, bounded reads.
 - A budget for the whole build: `max_files`, `max_bytes` of text and `max_seconds`; what it left
   out is counted by reason (`status()`).
@@ -35,16 +35,7 @@ from infill_engine.drafts import Cursor, Draft, LineIndex, candidates
 from infill_engine.drafts.imports import is_python
 from infill_engine.drafts.postings import FILES, MAX_FILES, Postings, cursor_keys, file_keys
 
-from .workspace_files import (
-    SOURCE_SUFFIXES,
-    Rules,
-    Skipped,
-    read_text,
-    rules_for,
-    target_fault,
-    under,
-    walk,
-)
+from .files import SOURCE_SUFFIXES, Rules, Skipped, read_text, rules_for, target_fault, under, walk
 
 LIMIT = 8  # drafts sent with a call
 PIECE_LINES = 400  # a file's lines per piece: a lookup reads at most FILES pieces
@@ -180,7 +171,7 @@ class WorkspaceIndex:
     # -- keeping it up to date ---------------------------------------------------------------------
     def covers(self, path: Path) -> bool:
         """Whether `path` (resolved) belongs in the index: a source file under a root, passing
-        the root's rules (workspace_files.py)."""
+        the root's rules (workspace/files.py)."""
         if path.suffix not in SOURCE_SUFFIXES:
             return False
         root = under(path, [r.root for r in self._rules])

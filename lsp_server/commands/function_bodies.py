@@ -5,8 +5,8 @@ a grammar simply has no syntax services.
 
 The syntax check that gates everything shown or applied (`Around`, `Check`, `fit`, `parses`,
 `error_count`) belongs to the finishing steps in the engine package (infill_engine/finish/
-syntax.py), so that `dllm-infill fill` checks as the server does; it is re-exported here under
-the names the server's modules use.
+syntax.py), so that `dllm-infill fill` checks as the server does: the server's modules import
+it from there.
 """
 
 from __future__ import annotations
@@ -17,19 +17,13 @@ from tree_sitter import Node, QueryCursor
 
 import grammars
 from infill_engine.finish.postprocess import Indent, detect_indent
-from infill_engine.finish.syntax import Around, Check, error_count, fit, parser_for, parses
+from infill_engine.finish.syntax import parser_for
 
-from . import positions
+from ..workspace import positions
 
 __all__ = [
-    "Around",
     "BodyHole",
-    "Check",
-    "error_count",
-    "fit",
     "function_body",
-    "parser_for",
-    "parses",
 ]
 
 

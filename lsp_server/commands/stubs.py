@@ -14,7 +14,7 @@ from tree_sitter import Node, QueryCursor
 
 import grammars
 
-from . import positions
+from ..workspace import positions
 
 # Nodes that are stubs when everything named inside them is (`{}`, `;`, `todo!();`, Go's list).
 _CONTAINERS = frozenset(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .positions import byte_offset
+from ..workspace.positions import byte_offset
 
 # Code inside a string: an f-string's `{...}`, a template literal's `${...}`.
 _CODE_IN_STRING = frozenset({"interpolation", "template_substitution"})

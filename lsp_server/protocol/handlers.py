@@ -1,9 +1,9 @@
 """The language server's handlers: thin, module-level, registered by `build_server`.
 
 Every handler has one shape: get the document, convert the position (positions.py), call the
-domain function (completion.py, commands.py), and map its result to an lsprotocol type. Bad input
-(unknown documents, out of range positions, invalid settings) gets an empty result or a message,
-never a crash. The session's state and shared services are session.py's.
+domain function (completion/inline.py, commands/editing.py), and map its result to an lsprotocol
+type. Bad input (unknown documents, out of range positions, invalid settings) gets an empty result
+or a message, never a crash. The session's state and shared services are session.py's.
 """
 
 from __future__ import annotations
@@ -19,19 +19,24 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from infill_engine.fields import is_int
 from infill_engine.finish.secrets import FILTERED
 
-from . import positions
-from .commands import CommandError, fill_function_body, refine_selection, regenerate_selection
-from .completion import Ask
-from .crossfile import roots_of
-from .documents import Document, clean
-from .engines.backend import NotReady
-from .engines.remote import RemoteError
+from ..commands.editing import (
+    CommandError,
+    fill_function_body,
+    refine_selection,
+    regenerate_selection,
+)
+from ..completion.inline import Ask
+from ..engines.backend import NotReady
+from ..engines.link import RemoteError
+from ..options import describe
+from ..workspace import positions
+from ..workspace.crossfile import roots_of
+from ..workspace.documents import Document, clean
+from ..workspace.index import uri_path
 from .indexing import did_change_watched_files, index_workspace
-from .options import describe
-from .protocol import Protocol, why
+from .jsonrpc import Protocol, why
 from .session import RELOAD_QUIET_S, VERSION, DllmServer
 from .telemetry import ACCEPT_COMMAND, DID_PARTIALLY_ACCEPT, DID_SHOW, command_id, item_id
-from .workspace_index import uri_path
 
 __all__ = ["RELOAD_QUIET_S", "VERSION", "DllmServer", "build_server"]
 

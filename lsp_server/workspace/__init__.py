@@ -1,0 +1,10 @@
+"""The workspace: the open documents and everything the server reads of the user's code.
+
+documents.py: the open documents and the LSP rules that change them.
+positions.py: the one converter between LSP positions, str and byte offsets.
+trees.py: a document's tree-sitter tree, edited incrementally.
+memory.py: memory given back when a large document closes.
+crossfile.py: context from other files: the chunk store and its choice.
+files.py: the workspace's files as hostile input: which are read, and how.
+index.py: the workspace index, for drafts.
+"""
