@@ -11,7 +11,7 @@ import pytest
 from infill_engine.percentiles import nearest_rank as percentile
 from lsp_server.cli import main as cli_main
 from lsp_server.options import parse_options
-from lsp_server.protocol.jsonrpc import telemetry
+from lsp_server.protocol import telemetry
 from lsp_server.protocol.telemetry import Counts, Stats, bucket_percentile, item_id, read_file
 
 
