@@ -26,8 +26,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check infill_engine lsp_server grammars lab tests
 	$(VENV)/bin/mypy
 
+# The editor and Ray tests have targets of their own (below): deselected here, not skipped.
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not editors and not ray"
 	# the VS Code extension's pure parts (plain Node, no VS Code needed)
 	if command -v node >/dev/null; then node --test vscode-client/test/; fi
 
@@ -44,7 +45,7 @@ test: lint
 editor-test: $(STAMP)
 	bash tests/editors/setup_llama_vim.sh
 	if [ "$${DLLM_VSCODE_TESTS:-1}" != 0 ]; then bash tests/editors/setup_vscode.sh; fi
-	DLLM_EDITOR_TESTS=1 $(PY) -m pytest -q -rs tests/editors
+	DLLM_EDITOR_TESTS=1 $(PY) -m pytest -q -rs -m editors tests/editors
 
 # Replicas on Ray Serve (tests/deploy) on a local Ray cluster on this machine's CPUs: installs
 # the ray extra into the venv (the default install stays without it), then runs them (~2 min).

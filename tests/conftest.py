@@ -316,3 +316,15 @@ def greedy_reference(
     ids = canvas[lo:hi].tolist()
     hits = [i for i, t in enumerate(ids) if t in ends]
     return ids[: hits[0]] if hits else ids
+
+
+EDITORS = Path(__file__).resolve().parent / "editors"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/editors drives a real editor: marked `editors`, so that `make
+    test` leaves them out (deselected, not skipped) and `make editor-test` runs them (`-m
+    editors`, DLLM_EDITOR_TESTS=1), whatever the order of the files."""
+    for item in items:
+        if EDITORS in Path(item.path).parents:
+            item.add_marker(pytest.mark.editors)
