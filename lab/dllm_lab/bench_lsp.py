@@ -37,10 +37,12 @@ from pygls.lsp.client import LanguageClient
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "bench_sample.py"
 
 
-def _plain(value: Any) -> Any:
-    """pygls hands untyped results over as namedtuples: back to dicts."""
+def plain(value: Any) -> Any:
+    """pygls hands untyped results over as namedtuples: back to dicts (and lists of them)."""
     if hasattr(value, "_asdict"):
-        return {k: _plain(v) for k, v in value._asdict().items()}
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
     return value
 
 
@@ -89,7 +91,7 @@ async def run(
     pid = client._server.pid if client._server is not None else None
 
     async def status() -> dict[str, Any]:
-        return dict(_plain(await client.protocol.send_request_async("dllm/status", None)))
+        return dict(plain(await client.protocol.send_request_async("dllm/status", None)))
 
     t_load = time.perf_counter()
     while (s := await status())["state"] not in ("ready", "failed"):

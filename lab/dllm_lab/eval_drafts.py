@@ -34,6 +34,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
 
+from .bench_lsp import plain
 from .holes import Hole, holes
 
 KINDS = ("statement", "line")
@@ -91,16 +92,7 @@ async def _client(root: Path, settings: dict[str, Any], server: Sequence[str]) -
 
 
 async def _status(client: LanguageClient) -> dict[str, Any]:
-    return dict(_plain(await client.protocol.send_request_async("dllm/status", None)))
-
-
-def _plain(value: Any) -> Any:
-    """pygls hands untyped results over as namedtuples: back to dicts."""
-    if hasattr(value, "_asdict"):
-        return {k: _plain(v) for k, v in value._asdict().items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+    return dict(plain(await client.protocol.send_request_async("dllm/status", None)))
 
 
 def _first(result: Any) -> str | None:

@@ -69,6 +69,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
 
+from .bench_lsp import plain
 from .corpus import is_held_out, stdlib_root
 
 MAX_LINES = 2000
@@ -263,7 +264,7 @@ class Lsp:
             raise RuntimeError(f"the language server's model failed to load: {s.get('error')}")
 
     async def status(self) -> dict[str, Any]:
-        return dict(_plain(await self.client.protocol.send_request_async("dllm/status", None)))
+        return dict(plain(await self.client.protocol.send_request_async("dllm/status", None)))
 
     async def first(self, case: Case) -> str:
         """The first item of an invoked request at the hole ("" when none), the document
@@ -293,15 +294,6 @@ class Lsp:
         await self.client.shutdown_async(None)
         self.client.exit(None)
         await self.client.stop()
-
-
-def _plain(value: Any) -> Any:
-    """pygls hands untyped results over as namedtuples: back to dicts."""
-    if hasattr(value, "_asdict"):
-        return {k: _plain(v) for k, v in value._asdict().items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def request_body(route: str, case: Case) -> tuple[str, dict[str, Any]]:
