@@ -69,7 +69,7 @@ from .untrusted import (
 )
 from .window import window
 
-log = logging.getLogger("dllm-infill-ls.backend")  # a part of the backend, as remote_engine is
+log = logging.getLogger("dllm-infill-ls.backend")  # a part of the backend, as engine_service is
 
 ROUTES = ("/fim/completions", "/completions")  # Inception's FIM route, then OpenAI's
 DEADLINE_S = 10.0  # a whole request, connecting to the last byte: a FIM call takes under 1 s

@@ -224,8 +224,8 @@ def test_json_costs_are_bounded() -> None:
 # -- the language server ---------------------------------------------------------------------------
 # The server with a 1 s deadline (a constant of the client's, not a user's setting).
 BOOT = (
-    "import sys; from lsp_server.engines import fim_remote; "
-    "fim_remote.DEADLINE_S = float(sys.argv.pop(1)); "
+    "import sys; from lsp_server.engines import hosted_fim; "
+    "hosted_fim.DEADLINE_S = float(sys.argv.pop(1)); "
     "from lsp_server.cli import main; sys.exit(main())"
 )
 URI = "file:///work/add.py"

@@ -1,4 +1,4 @@
-"""The thin client's `v2/infill` request (remote_engine.native_body) is the one hole on the wire:
+"""The thin client's `v2/infill` request (engine_service.native_body) is the one hole on the wire:
 the service's own parser (service/native.parse_native) reads it back into an equal hole, every
 field the language server sets included, so a field one side adds and the other drops fails
 here rather than as a quietly different fill."""
