@@ -110,7 +110,7 @@ def decide(
     shown: list[str] = []
     if policy.model_shown:
         for raw in fills:
-            text = _finish(raw, seen, policy, one_line, seen.prefix, seen.suffix)
+            text = _finish(raw, seen, policy.indent, one_line)
             if text and text not in shown:
                 shown.append(text)
     drafts = finished(found, seen, policy.indent)
@@ -124,26 +124,25 @@ def finished(found: Sequence[Draft], seen: Seen, indent: Indent | None = None) -
     """The drafts finished as `decide` finishes them, those the finish empties dropped (what
     the gate reads: the calibration of drafts.gate reads it too)."""
     out: list[Draft] = []
-    policy = Policy(automatic=False, trust_model=False, indent=indent)
     for d in found:
         # A line draft is the rest of the cursor's line and stays one line; a body keeps its
         # lines. The text steps read the context, the syntax check the whole document.
         lone = "\n" not in d.text
-        text = _finish(d.text, seen, policy, lone, seen.prefix, seen.suffix)
+        text = _finish(d.text, seen, indent, lone)
         if text:
             out.append(replace(d, text=text))
     return out
 
 
-def _finish(
-    raw: str, seen: Seen, policy: Policy, one_line: bool, prefix: str, suffix: str
-) -> str | None:
+def _finish(raw: str, seen: Seen, indent: Indent | None, one_line: bool) -> str | None:
+    """One candidate through finish/: the text steps on the context, the syntax check on the
+    document."""
     return finish(
         raw,
-        prefix,
-        suffix,
+        seen.prefix,
+        seen.suffix,
         seen.language_id,
         document=seen.document,
         one_line=one_line,
-        indent=policy.indent,
+        indent=indent,
     )
