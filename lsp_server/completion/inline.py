@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from infill_engine.decide import Policy, Seen, decide, trusted
+from infill_engine.decide import Choice, Policy, Seen, decide, trusted
 from infill_engine.drafts import GATE, Draft, gather
 from infill_engine.finish import Around, Indent
 from infill_engine.scheduler import Priority
@@ -127,12 +127,16 @@ class Completer:
         policy = self.policy(ask, opts)
         if not policy.model_shown:
             # None of the model's fills could be shown (an automatic trigger, an untrusted
-            # model): no model pass, the drafts alone, from the document and the chunks.
+            # model): no model pass, the drafts alone, from the document and the chunks, found
+            # and decided off the event loop (the syntax check reads the whole document).
             python = ask.language_id == "python"  # Python's imports are read for Python alone
-            drafted = await asyncio.to_thread(
-                gather, ask.text, ask.offset, extra, found, python=python
-            )
-            chosen = decide([], drafted, Seen.whole(ask.text, ask.offset, ask.language_id), policy)
+
+            def drafts_alone() -> list[Choice]:
+                drafted = gather(ask.text, ask.offset, extra, found, python=python)
+                seen = Seen.whole(ask.text, ask.offset, ask.language_id)
+                return decide([], drafted, seen, policy)
+
+            chosen = await asyncio.to_thread(drafts_alone)
             self.drafted_only += 1
         else:
             filled = await self._fill(ask, opts, extra, budget, found)
