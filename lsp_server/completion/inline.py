@@ -23,12 +23,12 @@ from infill_engine.decide import Choice, Policy, Seen, decide, trusted
 from infill_engine.drafts import GATE, Draft, gather
 from infill_engine.finish import Around, Indent
 from infill_engine.scheduler import Priority
+from infill_engine.workspace.index import WorkspaceIndex
 
 from ..engines.backend import Backend, Superseded
 from ..engines.engine_client import Filled, Hole
 from ..options import Options, decode_params
 from ..workspace.crossfile import ChunkStore
-from ..workspace.index import WorkspaceIndex
 from .cursor import in_comment_or_string
 from .debounce import AdaptiveDebounce
 from .snooze import Snooze

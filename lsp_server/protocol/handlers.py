@@ -18,6 +18,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from infill_engine.fields import is_int
 from infill_engine.finish.secrets import FILTERED
+from infill_engine.workspace.index import uri_path
 
 from ..commands.editing import (
     CommandError,
@@ -32,7 +33,6 @@ from ..options import describe
 from ..workspace import positions
 from ..workspace.crossfile import roots_of
 from ..workspace.documents import Document, clean
-from ..workspace.index import uri_path
 from .indexing import did_change_watched_files, index_workspace
 from .jsonrpc import Protocol, why
 from .session import RELOAD_QUIET_S, VERSION, DllmServer

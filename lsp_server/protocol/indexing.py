@@ -1,7 +1,7 @@
 """The workspace index's handlers: its build when the server starts (on a daemon thread, with
 work-done progress that ends by saying what was left out), the editor asked to watch the indexed
-kinds of file, and the changes it reports. The index itself is workspace/index.py; saves update
-it in server.did_save."""
+kinds of file, and the changes it reports. The index itself is infill_engine/workspace/index.py;
+saves update it in server.did_save."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import asyncio
 
 from lsprotocol import types as lsp
 
+from infill_engine.workspace.index import SOURCE_SUFFIXES, WorkspaceIndex, uri_path
+
 from ..engines.daemon import on_daemon_thread
 from ..workspace.crossfile import roots_of
-from ..workspace.index import SOURCE_SUFFIXES, WorkspaceIndex, uri_path
 from .session import DllmServer
 
 CONFIG_WAIT_S = 2.0  # for the editor's files.exclude: the index starts without it after that

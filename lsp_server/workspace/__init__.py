@@ -5,6 +5,6 @@ positions.py: the one converter between LSP positions, str and byte offsets.
 trees.py: a document's tree-sitter tree, edited incrementally.
 memory.py: memory given back when a large document closes.
 crossfile.py: context from other files: the chunk store and its choice.
-files.py: the workspace's files as hostile input: which are read, and how.
-index.py: the workspace index, for drafts.
+The workspace's files and their index (drafts' source) are infill_engine/workspace/: the
+command line reads a workspace by the same rules.
 """

@@ -10,7 +10,7 @@ import numpy as np
 
 from infill_engine.drafts.lines import Cursor
 from infill_engine.drafts.postings import FILES, MERGE, Postings, cursor_keys, file_keys
-from lsp_server.workspace.index import MARGIN, PIECE_LINES, WorkspaceIndex
+from infill_engine.workspace.index import MARGIN, PIECE_LINES, WorkspaceIndex
 
 PATTERN = "def load_{0}(db):\n    rows = db.query('{0}')\n    result = [dict(r) for r in rows]\n"
 HOLE = "def load_groups(db):\n    rows = db.query('groups')\n    \n    return result\n"

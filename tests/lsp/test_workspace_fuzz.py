@@ -1,4 +1,4 @@
-"""Hostile workspaces (lsp_server/workspace/files.py's rules), at two levels.
+"""Hostile workspaces (infill_engine/workspace/files.py's rules), at two levels.
 
 In-process, on `WorkspaceIndex`: each hostile thing in a folder of its own beside one ordinary
 file, `ok.py`. The build ends within BUILD_S, `ok.py` is indexed and still gives its draft, no
@@ -31,9 +31,9 @@ from lsp_client import SERVER, StdioPeer, init_params
 from lsprotocol import converters
 from procfs import rss_mib
 
-from lsp_server.workspace import files as workspace_files
-from lsp_server.workspace.files import MAX_IGNORE_PATTERNS, REASONS, read_regular
-from lsp_server.workspace.index import WorkspaceIndex
+from infill_engine.workspace import files as workspace_files
+from infill_engine.workspace.files import MAX_IGNORE_PATTERNS, REASONS, read_regular
+from infill_engine.workspace.index import WorkspaceIndex
 
 T = TypeVar("T")
 BUILD_S = 5.0  # a build of a folder of a few files: far under it, unless something blocks
@@ -300,7 +300,7 @@ def test_the_markers_reach_a_draft_when_their_files_are_read(tmp_path: Path) -> 
 
 def test_a_root_gitignore_past_the_limits_leaves_the_root_out_whole(tmp_path: Path) -> None:
     """The rules of a folder whose .gitignore is too many patterns are unknown: nothing under
-    it is read, the root included (workspace/files.py)."""
+    it is read, the root included (infill_engine/workspace/files.py)."""
     root, _ = _workspace(tmp_path)
     (root / ".gitignore").write_text(gitignore_patterns(MAX_IGNORE_PATTERNS + 1))
     index = WorkspaceIndex()

@@ -1,4 +1,4 @@
-"""The workspace index (lsp_server/workspace/index.py) on real folders: .gitignore rules (the
+"""The workspace index (infill_engine/workspace/index.py) on real folders: .gitignore rules (the
 root's and nested ones), the size and count limits, updates on save and on watched-file
 changes, and never a document's own copy on disk."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lsp_server.workspace.index import WorkspaceIndex
+from infill_engine.workspace.index import WorkspaceIndex
 
 PATTERN = "def load_{0}(db):\n    rows = db.query('{0}')\n    result = [dict(r) for r in rows]\n"
 HOLE = "def load_groups(db):\n    rows = db.query('groups')\n    \n    return result\n"

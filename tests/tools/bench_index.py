@@ -11,7 +11,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from lsp_server.workspace.index import WorkspaceIndex
+from infill_engine.workspace.index import WorkspaceIndex
 
 
 def main(folders: list[Path]) -> None:
