@@ -1,8 +1,9 @@
 """The syntax check that gates every finished fill: does text put into a document add a syntax
 error to it (`Check`), and the longest cut of a fill that adds none (`fit`). tree-sitter serves
 every language with a grammar (the `grammars` package: the `tree-sitter-<lang>` wheels, nothing
-downloaded at run time); where the language's own parser is at hand in this process (Python's
-`compile`), the check is as strict as it. A language with neither is not checked.
+downloaded at run time); where the language's own compiler is at hand in this process (Python's
+`compile`, on the block around the insertion: compiles.py), the check is as strict as it. A
+language with neither is not checked.
 
 The finishing steps (finish/__init__.py) run it for the language server and for `dllm-infill
 fill` alike; the language server's own syntax services (the function body around a position)
@@ -12,14 +13,14 @@ live in lsp_server/commands/function_bodies.py.
 from __future__ import annotations
 
 import re
-import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
 from tree_sitter import Node, Parser, Tree
 
 import grammars
+
+from .compiles import Block
 
 
 def parser_for(language_id: str) -> Parser | None:
@@ -63,23 +64,10 @@ def error_count(text: str, language_id: str) -> int | None:
     return len(_error_ranges(parser.parse(text.encode("utf-8")).root_node))
 
 
-def _python_compiles(source: str) -> bool:
-    """Whether CPython's own compiler accepts source. Compiled only, never run: the code object
-    is dropped. Its warnings (an invalid escape) are the user's business, not the server's log."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            compile(source, "<document>", "exec", dont_inherit=True)
-        # ValueError: a null byte (before 3.12); the others: a pathological nesting depth
-        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-            return False
-    return True
-
-
-# languageId -> the language's own parser, where one is at hand in this process: the judge of its
-# own syntax, where tree-sitter's grammars accept what the language rejects (`self.config =`
-# followed by the next line, `f() = 1`, `return` outside a function) and may lag new syntax.
-_NATIVE: dict[str, Callable[[str], bool]] = {"python": _python_compiles}
+# The languages whose own compiler is at hand in this process (compiles.py: Python's), the judge
+# of their own syntax where tree-sitter's grammars accept what the language rejects (`self.config
+# =` followed by the next line, `f() = 1`, `return` outside a function) and may lag new syntax.
+_NATIVE = frozenset({"python"})
 
 
 @dataclass(frozen=True)
@@ -99,16 +87,10 @@ def _document_parse(language_id: str, source: bytes) -> _Parsed | None:
     return _Parsed(tree, _error_ranges(tree.root_node))
 
 
-@lru_cache(maxsize=4)
-def _document_compiles(language_id: str, source: str) -> bool:
-    return _NATIVE[language_id](source)
-
-
 def forget_documents() -> None:
-    """Drop the documents the two caches above hold (whole texts, and their trees): a closed
+    """Drop the documents the cache above holds (whole texts, and their trees): a closed
     document is never asked for again, and a large one holds tens of MiB."""
     _document_parse.cache_clear()
-    _document_compiles.cache_clear()
 
 
 @dataclass(frozen=True)
@@ -124,13 +106,13 @@ class Around:
 class Check:
     """Whether text put in place of `around.replaced` adds a syntax error to the document.
 
-    Where the language's own parser is at hand (`_NATIVE`), it goes first: a document that it
-    accepts with the text in it is not broken, whatever tree-sitter's grammar says; one that it
-    rejects with the text, and accepts without, is. Only when it rejects the document either way
-    does tree-sitter decide. First, because it is the cheaper of the two where it answers: one
-    compile of a 1,500-line document takes about 5 ms, while tree-sitter parses the document
-    too, and a cut with an opened triple-quoted string (the rest of the document turned into a
-    string, error recovery over all of it) took it some 55 ms.
+    Where the language's own compiler is at hand (`_NATIVE`: Python's), it goes first, on the
+    block around the insertion (compiles.Block: the top-level statement or method, since one
+    compile of a 1,500-line document costs some 20 ms and every cut of every candidate is
+    checked): a block that it accepts with the text in it is not broken, whatever tree-sitter's
+    grammar says; one that it rejects with the text and accepted without, or whose error lies in
+    or after the text and is not the block's own, is. Only when it rejects the block either way
+    with the user's error does tree-sitter decide.
 
     tree-sitter, for every language with a grammar: the new parse may have no more ERROR and
     MISSING nodes than the document, and each, moved back to the document's coordinates, must lie
@@ -142,34 +124,43 @@ class Check:
         self.around = around
         self.language_id = language_id
         self._parser = parser_for(language_id)
-        self._native = _NATIVE.get(language_id)
+        self._native = language_id in _NATIVE
         self._head = around.before.encode("utf-8")
         self._old = around.replaced.encode("utf-8")
         self._tail = around.after.encode("utf-8")
         self._at = point_after((0, 0), self._head)
         self._base: _Parsed | None = None
+        self._block: Block | None = None
 
     @property
     def checked(self) -> bool:
-        """False for a language with neither a grammar nor a native parser: all text passes."""
-        return self._parser is not None or self._native is not None
+        """False for a language with neither a grammar nor a native compiler: all text passes."""
+        return self._parser is not None or self._native
 
     def clean(self, text: str) -> bool:
-        if self._native is not None:
-            a = self.around
-            if self._native(a.before + text + a.after):
-                return True
-            # Only now the document itself, once per document: most texts compile.
-            if _document_compiles(self.language_id, a.before + a.replaced + a.after):
-                return False
+        if self._native:
+            verdict = self._compiled().clean(text)
+            if verdict is not None:
+                return verdict
         return self._tree_clean(text)
 
-    def _tree_clean(self, text: str) -> bool:
-        if self._parser is None:
-            return True
+    def _parsed(self) -> _Parsed | None:
         if self._base is None:
             self._base = _document_parse(self.language_id, self._head + self._old + self._tail)
-        assert self._base is not None  # a parser, so a parse
+        return self._base
+
+    def _compiled(self) -> Block:
+        if self._block is None:
+            base = self._parsed()
+            tree = base.tree if base is not None else None
+            self._block = Block(self._head, self._old, self._tail, tree)
+        return self._block
+
+    def _tree_clean(self, text: str) -> bool:
+        base = self._parsed()
+        if self._parser is None or base is None:
+            return True
+        self._base = base
         new = text.encode("utf-8")
         at, old_end = len(self._head), len(self._head) + len(self._old)
         tree = self._base.tree.copy()  # the cached tree stays the document's
