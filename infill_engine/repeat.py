@@ -9,6 +9,14 @@ line of code (a `"""` line over and over). Within a line, units of punctuation o
 alone (`)))`, `# ======`, indentation) are never loops: rulers and the closers of nested calls
 repeat in real code. The same unit over fewer copies or characters is not certain enough to
 cut: `0, 0, 0` is data, `.path.path.path.path.path` is not.
+
+A stutter (`find_stutter`) is the short form the length rule lets through: a unit of 2 to
+`STUTTER_PERIOD` characters, holding a letter and a mark (a character neither word nor space
+nor line break), written `STUTTER_COPIES` times or more in a row (`wo.g.g.g.g.g.g.g.g.g..`, 18
+characters of `.g`). Its unit is no repeat of a shorter one, so `0xFFFFFFFF` and `----` are no
+stutter; `ha ha ha` is none, `.g` needs six copies. The finishing steps cut both (`repeats`,
+`cut_repeats`), in every language, plain text included: nothing shown repeats itself. The stop
+rule reads loops only (a row is not ended on a stutter: the finish cuts it).
 '''
 
 from __future__ import annotations
@@ -21,6 +29,11 @@ _WORD = re.compile(r"\w")
 MAX_PERIOD = 40  # characters in the repeated unit: a short token run, or one short line
 MIN_COPIES = 4  # the unit and three repeats of it
 MIN_LENGTH = 24  # characters in the whole run
+STUTTER_PERIOD = 4  # characters in a stutter's unit at most
+STUTTER_COPIES = 6  # copies of it in a row at least
+_STUTTER = re.compile(rf"([^\n]{{2,{STUTTER_PERIOD}}}?)\1{{{STUTTER_COPIES - 1},}}")
+_LETTER = re.compile(r"[^\W\d_]")
+_MARK = re.compile(r"[^\w\s]")
 
 
 @dataclass(frozen=True)
@@ -74,11 +87,42 @@ def _first_run(text: str, same: bytes, p: int, before: int) -> Loop | None:
     return None
 
 
+def find_stutter(text: str) -> Loop | None:
+    """The first stutter in text (see the module's docstring); None when there is none."""
+    at = 0
+    while (m := _STUTTER.search(text, at)) is not None:
+        unit = m.group(1)
+        if _LETTER.search(unit) and _MARK.search(unit) and not _periodic(unit):
+            return Loop(m.start(), m.end(), unit)
+        at = m.start() + 1
+    return None
+
+
+def _periodic(unit: str) -> bool:
+    """Whether unit is a shorter unit written over (`FF`, `abab`)."""
+    return unit in (unit + unit)[1:-1]
+
+
+def repeats(text: str) -> Loop | None:
+    """The first loop or stutter in text: what the finishing steps cut, and what nothing shown
+    holds."""
+    found = [x for x in (find_loop(text), find_stutter(text)) if x is not None]
+    return min(found, key=lambda x: x.start) if found else None
+
+
 def cut_loop(text: str) -> str:
     """Text up to its first loop: a loop within a line goes whole (`return os.path.path.path`
     is `return os`), and lines repeated over and over are kept once, through the first copy's
     last line break. Text without a loop is unchanged."""
-    loop = find_loop(text)
+    return _cut(text, find_loop(text))
+
+
+def cut_repeats(text: str) -> str:
+    """Text up to its first loop or stutter, cut as cut_loop cuts (a stutter goes whole)."""
+    return _cut(text, repeats(text))
+
+
+def _cut(text: str, loop: Loop | None) -> str:
     if loop is None:
         return text
     if loop.of_lines:

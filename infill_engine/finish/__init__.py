@@ -4,7 +4,9 @@ One pipeline for the language server's inline items, its editing commands and th
 steps of postprocess.py (line endings, the mid-line rule, reindentation, repetition loops,
 overlap with the suffix, whitespace) on the model's context, then the syntax check (syntax.fit)
 on the document itself, so that nothing shown or applied adds a syntax error to the document,
-and nothing that looks like a credential is shown (secrets.py; counted in secrets.FILTERED).
+nothing shown repeats itself (repeat.repeats: the text steps cut loops and stutters, and what
+still holds one after them goes), whatever the language, and nothing that looks like a credential
+is shown (secrets.py; counted in secrets.FILTERED).
 No torch here: the language server without a local model (`engineAddress`) imports it too.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import grammars
 
+from ..repeat import repeats
 from . import syntax
 from .postprocess import Indent, postprocess
 from .secrets import held_back
@@ -54,4 +57,6 @@ def finish(
         return None
     around = document if document is not None else Around(prefix, suffix)
     text = syntax.fit(around.before, text, around.after, language_id, around.replaced)
-    return text if text.strip() and not held_back(text) else None
+    if not text.strip() or repeats(text) is not None:
+        return None
+    return None if held_back(text) else text

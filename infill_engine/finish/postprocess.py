@@ -4,9 +4,10 @@
 
 1. Line endings: the completion is worked on with "\\n" only and gets the document's ending
    ("\\r\\n" when that is the majority ending of prefix + suffix, else "\\n") back at the end.
-2. Repetition loops (repeat.py): the completion ends where a short run starts to repeat over
-   and over (`path.path.path.path.path.` goes whole, a line written again and again is kept
-   once), so a model that has lost the thread shows nothing rather than the loop.
+2. Repetition loops and stutters (repeat.py, `cut_repeats`): the completion ends where a short
+   run starts to repeat over and over (`path.path.path.path.path.` and `.g.g.g.g.g.g` go whole,
+   a line written again and again is kept once), so a model that has lost the thread shows
+   nothing rather than the loop. In every language, plain text included.
 3. Mid-line fill: when the cursor line has non-blank text after the cursor, only the first line
    of the completion is kept, since an infill inside a line must not insert new lines. The
    same for `one_line` (an automatic completion outside an empty block or body).
@@ -42,7 +43,7 @@ from typing import Any
 from .. import lexer
 from ..fields import is_int
 from ..lexer import CLOSERS, OPENERS
-from ..repeat import cut_loop
+from ..repeat import cut_repeats
 
 
 @dataclass(frozen=True)
@@ -328,7 +329,7 @@ def postprocess(
     document, is its unit when given (else detected). `comment` is the language's line comment
     mark ("" for none), which the bracket steps read brackets with, as the stop rules do.
     """
-    text = cut_loop(_lf(completion))
+    text = cut_repeats(_lf(completion))
     block = block_indent is not None
     if one_line or (not block and _cursor_line_tail(suffix).strip()):
         text = text.split("\n", 1)[0]
