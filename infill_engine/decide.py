@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .drafts.draft import Draft
-from .drafts.gate import GATE
 from .drafts.rank import Choice, choose
 from .finish import finish
 from .finish.postprocess import Indent
@@ -76,19 +75,23 @@ class Seen:
 class Policy:
     """How the caller asks. `automatic`: as the user types (else invoked: the user asked);
     `trust_model`: the model's fills may be shown unasked, and agreeing with a draft counts
-    (`trusted`); `gate`: the drafts' confidence an automatic trigger needs (drafts.gate);
-    `indent`: the editor's indentation unit, when it sent one; `limit`: texts at most (0: all)."""
+    (`trusted`); `gate`: the drafts' confidence an automatic trigger needs (drafts.gate; None:
+    the threshold calibrated for the language, drafts/gate.py);
+    `indent`: the editor's indentation unit, when it sent one; `limit`: texts at most (0: all);
+    `model_knows`: the model knows the document's language (languages.py): else its fills are
+    never shown, and the drafts alone are."""
 
     automatic: bool
     trust_model: bool
-    gate: float = GATE
+    gate: float | None = None
     indent: Indent | None = None
     limit: int = 0
+    model_knows: bool = True
 
     @property
     def model_shown(self) -> bool:
         """Whether any fill of the model can be among what is shown: known before it runs."""
-        return self.trust_model or not self.automatic
+        return self.model_knows and (self.trust_model or not self.automatic)
 
 
 def trusted(model: str, remote: bool = False, setting: bool | None = None) -> bool:
@@ -115,7 +118,13 @@ def decide(
                 shown.append(text)
     drafts = finished(found, seen, policy.indent)
     chosen = choose(
-        shown, drafts, policy.automatic, policy.gate, policy.trust_model, typed=seen.typed
+        shown,
+        drafts,
+        policy.automatic,
+        policy.gate,
+        policy.trust_model,
+        typed=seen.typed,
+        language_id=seen.language_id,
     )
     return chosen[: policy.limit] if policy.limit else chosen
 

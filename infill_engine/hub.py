@@ -42,6 +42,7 @@ from typing import Any
 from .model_names import HubError, HubName
 
 CONFIG_FILES = ("config.json", "generation_config.json")
+CARD = "README.md"  # the model card: which languages the model knows (languages.py)
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -197,7 +198,7 @@ def _download(
         config = _read_json(hf_hub_download(name.repo, "config.json", **common), name)
         if check is not None:
             check(config)  # an unsupported family costs one small file, not the weights
-        wanted += [f for f in (*CONFIG_FILES, *TOKENIZER_FILES) if f in files]
+        wanted += [f for f in (*CONFIG_FILES, *TOKENIZER_FILES, CARD) if f in files]
         if weights == INDEX:
             index = _read_json(hf_hub_download(name.repo, INDEX, **common), name)
             wanted += [INDEX, *_shards(index, name, files)]
@@ -246,6 +247,19 @@ def cached(name: HubName, reason: str) -> Path:
         f"run `{name.download_command()}` where the Hub can be reached (or run this again "
         "online: it downloads what is missing)"
     )
+
+
+def cached_card(name: HubName) -> Path | None:
+    """The folder of `name`'s model card in the cache, without any network; None if absent."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(
+            name.repo, CARD, cache_dir=str(cache_dir()), revision=name.revision
+        )
+    except (OSError, ValueError):
+        return None
+    return Path(found).parent if isinstance(found, str) else None
 
 
 def missing_files(path: Path) -> list[str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from infill_engine import model_names
@@ -32,6 +32,7 @@ from infill_engine.params import (
 )
 from infill_engine.service.listen import ServeError, parse_address
 
+T = TypeVar("T")
 DEBOUNCE_CEILING_MS = 400.0  # the longest any automatic trigger waits
 
 
@@ -49,6 +50,9 @@ class EngineOptions:
     # holding its key when engineToken is not set.
     api_model: str | None = None
     key_env: str = "DLLM_API_KEY"
+    # The languageIds the model knows, its fills shown only there (infill_engine/languages.py);
+    # None: what its card says (the builtin model: Python), else every language.
+    languages: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,9 @@ class CompletionOptions:
     # clamped to it with a message. 0 = off. An invoked request never waits.
     debounce_ms: float = 75.0
     candidates: int = 3  # the most items an invoked request returns
-    languages: tuple[str, ...] = ("python",)
+    # The languageIds completed in; "*": every language. Drafts serve every language; the
+    # model's fills are shown only in the languages it knows (engine.languages).
+    languages: tuple[str, ...] = ("*",)
 
 
 @dataclass(frozen=True)
@@ -241,8 +247,8 @@ def _float_in(lo: float, hi: float) -> Callable[[Any], float]:
     return lambda v: number_in(v, "", lo, hi)
 
 
-def _or_none(check: Callable[[Any], float]) -> Callable[[Any], float | None]:
-    def maybe(v: Any) -> float | None:
+def _or_none(check: Callable[[Any], T]) -> Callable[[Any], T | None]:
+    def maybe(v: Any) -> T | None:
         return None if v is None else check(v)
 
     return maybe
@@ -312,6 +318,7 @@ SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("engine", "quantize", "quantize", _quantize),
     ("engine", "api_model", "engineModel", _optional_text),
     ("engine", "key_env", "engineApiKeyEnv", _env_name),
+    ("engine", "languages", "modelLanguages", _or_none(_languages)),
     ("decode", "policy", "decode.policy", _policy),
     ("decode", "threshold", "decode.threshold", _or_none(_float_in(0.0, 1.0))),
     ("decode", "block_size", "decode.blockSize", _int_in(1, 512)),

@@ -4,9 +4,10 @@
 const fs = require('fs');
 const path = require('path');
 
-/** The document selector for the `dllm.languages` setting (python when empty or invalid). */
+/** The document selector for the `dllm.languages` setting (every language, `*`, when empty or
+ * invalid: VS Code's filters match any language to `*`). */
 function documentSelector(languages) {
-  const ids = Array.isArray(languages) && languages.length > 0 ? languages : ['python'];
+  const ids = Array.isArray(languages) && languages.length > 0 ? languages : ['*'];
   return ids.flatMap((language) => [
     { scheme: 'file', language },
     { scheme: 'untitled', language },

@@ -21,7 +21,7 @@ from dataclasses import replace
 from . import lines
 from .bodies import bodies
 from .draft import SOURCES, Draft
-from .gate import GATE, GATE_MODEL
+from .gate import GATE, GATE_MODEL, gate_for
 from .lines import WEIGHTS, Cursor, LineIndex, Weights, typed_before
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "LineIndex",
     "Weights",
     "candidates",
+    "gate_for",
     "gather",
     "merge",
     "typed_before",

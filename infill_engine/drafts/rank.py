@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .draft import Draft
-from .gate import GATE_MODEL
+from .gate import gate_for
 
 # Drafts scored under this are never shown, even asked for: under it, the calibration holes'
 # best draft was right too rarely to be worth the user's reading (docs/drafts.md).
@@ -41,17 +41,21 @@ def choose(
     fills: Sequence[str],
     found: Sequence[Draft],
     automatic: bool,
-    gate: float,
+    gate: float | None,
     trust_model: bool = True,
     below_gate: int = 2,
     typed: str = "",
+    language_id: str = "python",
 ) -> list[Choice]:
     """The completions to show, best first, each text once. `fills` are the model's (already
     finished: empty ones dropped), `found` the drafts, best first; `typed` what is typed on the
-    cursor's line before it (after the indentation), which the gate reads."""
+    cursor's line before it (after the indentation), which the gate reads; `gate` the
+    confidence the best draft needs (None: the threshold calibrated for `language_id`)."""
     said = {f.strip() for f in fills if f.strip()} if trust_model else set()
     agreed = [d for d in found if d.score >= FLOOR and d.text.strip() in said]
-    sure = list(found[:1]) if GATE_MODEL.confidence(found, typed) >= gate else []
+    model = gate_for(language_id)
+    needed = model.threshold if gate is None else gate
+    sure = list(found[:1]) if model.confidence(found, typed) >= needed else []
     over = [
         Choice(d.text, d.source, d.score)
         for d in agreed + sure
@@ -59,11 +63,11 @@ def choose(
     ]
     under = [Choice(d.text, d.source, d.score) for d in found if d.score >= FLOOR]
     under = [c for c in under if c not in over][:below_gate]
-    model = [Choice(f, "model", None) for f in fills if f.strip()]
+    filled = [Choice(f, "model", None) for f in fills if f.strip()]
     if automatic:
-        order = over + (model if trust_model else [])
+        order = over + (filled if trust_model else [])
     else:
-        order = over + (model + under if trust_model else under + model)
+        order = over + (filled + under if trust_model else under + filled)
     out: list[Choice] = []
     seen: set[str] = set()
     for c in order:

@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..decide import trusted
 from ..fields import is_id
 from ..hole import Hole
 from ..params import InfillParams, InfillResult
@@ -368,7 +367,7 @@ class Connection:
         except Refusal as e:
             self._reply(rid, pending, error(rid, NATIVE, e.code, e.message))
         else:
-            result = native_result(ask, prepared, done, trusted(service.model))
+            result = native_result(ask, prepared, done, service.model)
             reply = {"type": NATIVE, "id": rid, "result": result}
             self._reply(rid, pending, reply, [r for r, _ in done])
 

@@ -42,7 +42,6 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..decide import trusted
 from ..hole import Hole, Prepared
 from ..params import InfillResult
 from .compat import (
@@ -179,8 +178,7 @@ class HttpFront:
         async def run() -> Response:
             ask = parse_native(await self._body(request, packed))
             prepared, done = await self._rows(request, ask)
-            trust = trusted(self.service.model)
-            return _answer(native_result(ask, prepared, done, trust), packed)
+            return _answer(native_result(ask, prepared, done, self.service.model), packed)
 
         return await self._guarded(request, "v2/infill", run)
 
@@ -206,7 +204,7 @@ class HttpFront:
         credential emptied). A route that must answer `n` repeats them in turn (openai_reply)."""
         if c.raw or prepared is None:
             return [(r, r.text) for r, _ in without_secrets(done)]
-        chosen = shown(c.ask, prepared, done, trusted(self.service.model))
+        chosen = shown(c.ask, prepared, done, self.service.model)
         texts = [x.text for x in chosen][: len(done)] or [""]
         return [(done[min(i, len(done) - 1)][0], t) for i, t in enumerate(texts)]
 

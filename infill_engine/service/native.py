@@ -54,8 +54,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .. import drafts
-from ..decide import Choice, Policy, Seen, decide
+from .. import drafts, languages
+from ..decide import Choice, Policy, Seen, decide, trusted
 from ..fields import flag
 from ..finish import Around
 from ..finish.secrets import held_back
@@ -179,11 +179,12 @@ async def run_native(
 
 
 def shown(
-    ask: Hole, prepared: Prepared, done: list[tuple[InfillResult, Ticket]], trust_model: bool
+    ask: Hole, prepared: Prepared, done: list[tuple[InfillResult, Ticket]], model: str
 ) -> list[Choice]:
     """What an editor would show for the ask (decide.py): the fills and the drafts finished
     against the ask's text, in its own indentation, ranked and gated as the language server
-    does for the ask's trigger (`automatic` or else invoked)."""
+    does for the ask's trigger (`automatic` or else invoked); the fills of `model` trusted as
+    `decide.trusted` says, and shown only in the languages it knows (languages.py)."""
     text, ctx = ask.text, prepared.context
     seen = Seen(
         Around(text[: ask.offset], text[ask.after :], text[ask.offset : ask.after]),
@@ -192,7 +193,11 @@ def shown(
         ask.language_id,
         prepared.plan.kind,
     )
-    policy = Policy(automatic=ask.priority == "automatic", trust_model=trust_model)
+    policy = Policy(
+        automatic=ask.priority == "automatic",
+        trust_model=trusted(model),
+        model_knows=languages.knows(languages.model_languages(model), ask.language_id),
+    )
     return decide([r.text for r, _ in done], prepared.drafts, seen, policy)
 
 
@@ -203,11 +208,11 @@ def without_secrets(done: list[tuple[InfillResult, Ticket]]) -> list[tuple[Infil
 
 
 def native_result(
-    ask: Hole, prepared: Prepared, done: list[tuple[InfillResult, Ticket]], trust_model: bool
+    ask: Hole, prepared: Prepared, done: list[tuple[InfillResult, Ticket]], model: str
 ) -> dict[str, Any]:
     """The reply: the model's own texts (`items`, a credential emptied), and what an editor
     would show (`shown`, decide.py), with the plan, the context and the drafts."""
-    chosen = shown(ask, prepared, done, trust_model)
+    chosen = shown(ask, prepared, done, model)
     plan, ctx = prepared.plan, prepared.context
     context: dict[str, Any] = {"start": ctx.prefix_start, "end": ctx.suffix_end}
     if ctx.extra is not None:  # the call had other files' chunks

@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from infill_engine import languages
 from infill_engine.decide import Choice, Policy, Seen, decide, trusted
-from infill_engine.drafts import GATE, Draft, gather
+from infill_engine.drafts import Draft, gather
 from infill_engine.finish import Around, Indent
 from infill_engine.scheduler import Priority
 from infill_engine.workspace.index import WorkspaceIndex
@@ -60,13 +61,16 @@ class Completer:
         self.sources: dict[str, int] = {}  # items shown, by source ("model", "document", ...)
         self._sources: dict[str, dict[str, str]] = {}  # uri -> the latest items' sources
         self.drafted_only = 0  # requests decided on the drafts alone, with no model pass
+        self._known: tuple[tuple[str, bool, tuple[str, ...] | None], frozenset[str] | None] | None
+        self._known = None
 
     def configure(self, opts: Options) -> None:
         self.debounce.base_ms = opts.completion.debounce_ms
         self.typeahead.clear()
 
     async def complete(self, ask: Ask, opts: Options) -> list[str]:
-        if ask.language_id not in opts.completion.languages:
+        wanted = opts.completion.languages
+        if ask.language_id not in wanted and "*" not in wanted:
             return []
         if len(ask.text) > opts.context.max_document_chars:
             self.log(f"{ask.uri}: {len(ask.text)} chars is over the limit; no completion")
@@ -107,11 +111,24 @@ class Completer:
 
     def policy(self, ask: Ask, opts: Options) -> Policy:
         """How this request is decided (decide.py). With drafts off the model's fills are all
-        there is, and they are shown as they were before drafts: trusted."""
+        there is, and they are shown as they were before drafts: trusted. In a language the
+        model does not know (languages.py), its fills are never shown."""
         setting, engine = opts.drafts.trust_model, opts.engine
         trust = trusted(engine.model, engine.address is not None, setting)
-        gate = GATE if opts.drafts.gate is None else opts.drafts.gate
-        return Policy(not ask.invoked, trust or not opts.drafts.enabled, gate, ask.indent)
+        knows = languages.knows(self.model_languages(opts), ask.language_id)
+        return Policy(
+            not ask.invoked, trust or not opts.drafts.enabled, opts.drafts.gate, ask.indent,
+            model_knows=knows,
+        )  # fmt: skip
+
+    def model_languages(self, opts: Options) -> frozenset[str] | None:
+        """The languages the model knows (languages.py), read once per model and setting."""
+        engine = opts.engine
+        key = (engine.model, engine.address is not None, engine.languages)
+        if self._known is None or self._known[0] != key:
+            found = languages.model_languages(engine.model, engine.languages, key[1])
+            self._known = (key, found)
+        return self._known[1]
 
     async def _from_model(self, ask: Ask, opts: Options) -> list[str]:
         ctx = opts.context
@@ -125,6 +142,8 @@ class Completer:
                 await asyncio.to_thread(self.workspace.drafts, ask.uri, ask.text, ask.offset)
             )
         policy = self.policy(ask, opts)
+        if not policy.model_shown and not drafting:
+            return []  # the model's fills cannot be shown here, and there are no drafts
         if not policy.model_shown:
             # None of the model's fills could be shown (an automatic trigger, an untrusted
             # model): no model pass, the drafts alone, from the document and the chunks, found

@@ -7,7 +7,8 @@ writes noise) so that each rule has something to act on.
    what the document uses.
 3. No item repeats the text after the cursor or closes a bracket the suffix already closes.
 4. An automatic completion stays on one line except at an empty block or body.
-5. Languages outside `completion.languages` get nothing; a snooze stops automatic ones.
+5. Languages outside `completion.languages` (every language by default) get nothing, and the
+   model's fills are shown only in the languages it knows; a snooze stops automatic ones.
 """
 
 from __future__ import annotations
@@ -170,12 +171,31 @@ def test_at_an_empty_body_an_automatic_completion_may_run_on(dream_engine: Any) 
 
 def test_a_language_outside_the_list_gets_nothing(dream_engine: Any) -> None:
     doc = "function f(a) {\n  return |\n}\n"
+    python = replace(OPTS, completion=replace(OPTS.completion, languages=("python",)))
     for invoked in (False, True):
-        texts, backend = complete(dream_engine, doc, "a;", invoked, "javascript")
+        texts, backend = complete(dream_engine, doc, "a;", invoked, "javascript", opts=python)
         assert texts == [] and backend.calls == 0
-    js = replace(OPTS, completion=replace(OPTS.completion, languages=("python", "javascript")))
-    texts, backend = complete(dream_engine, doc, "a;", True, "javascript", opts=js)
+    js = replace(python, completion=replace(python.completion, languages=("python", "javascript")))
+    knows = replace(js, engine=replace(js.engine, languages=("javascript",)))
+    texts, backend = complete(dream_engine, doc, "a;", True, "javascript", opts=knows)
     assert backend.calls == 1 and texts == ["a;"]
+
+
+def test_every_language_by_default_the_models_fills_only_in_its_own(dream_engine: Any) -> None:
+    """The default list is every language; the builtin model's card says Python, so in Go
+    no model pass runs (nothing it wrote could be shown) while the drafts still serve; the
+    `modelLanguages` setting widens it."""
+    assert Options().completion.languages == ("*",)
+    doc = "func f(a int) int {\n\tif a > 0 {\n\t\treturn a\n\t}\n\t|\n}\n"
+    texts, backend = complete(dream_engine, doc, "return 0", True, "go")
+    assert backend.calls == 0
+    assert texts == ["return a"]  # a draft: the line the document already has
+    go = replace(OPTS, engine=replace(OPTS.engine, languages=("go",)))
+    texts, backend = complete(dream_engine, doc, "return 0", True, "go", opts=go)
+    assert backend.calls == 1 and texts  # the model ran; the draft still goes first
+    python = "def f(a):\n    |\n"
+    texts, backend = complete(dream_engine, python, "return a", True)
+    assert backend.calls == 1 and texts[0] == "return a"
 
 
 def test_a_snooze_stops_automatic_completions_only(dream_engine: Any) -> None:

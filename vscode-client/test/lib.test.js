@@ -6,12 +6,12 @@ const os = require('os');
 const path = require('path');
 const lib = require('../lib');
 
-test('documentSelector covers file and untitled per language, python by default', () => {
+test('documentSelector covers file and untitled per language, every language by default', () => {
   assert.deepStrictEqual(lib.documentSelector(['go']), [
     { scheme: 'file', language: 'go' },
     { scheme: 'untitled', language: 'go' },
   ]);
-  assert.strictEqual(lib.documentSelector([])[0].language, 'python');
+  assert.strictEqual(lib.documentSelector([])[0].language, '*');
   assert.strictEqual(lib.documentSelector('python').length, 2);
 });
 

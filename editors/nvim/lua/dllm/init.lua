@@ -3,7 +3,7 @@
 ---
 --- require('dllm').setup({
 ---   cmd = { 'dllm-infill-ls' },        -- or vim.lsp.rpc.connect(host, port) for TCP mode
----   filetypes = { 'python' },
+---   filetypes = { 'python', 'go', ... },  -- the grammars' languages by default
 ---   init_options = { model = 'builtin' },  -- the server's settings (docs/editors.md)
 ---   keymaps = { accept = '<C-l>' },    -- merged with the defaults; false: none
 ---   inline = 'auto',                   -- 'auto' | 'native' | 'fallback' | false
@@ -22,8 +22,12 @@ local M = {}
 M.defaults = {
   name = 'dllm',
   cmd = { 'dllm-infill-ls' },
-  filetypes = { 'python' },
-  root_markers = { '.git', 'pyproject.toml', 'setup.py' },
+  -- the languages of the grammars; the server completes in any (its `languages`, "*")
+  filetypes = {
+    'python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact',
+    'go', 'rust', 'java', 'c', 'cpp',
+  },
+  root_markers = { '.git', 'pyproject.toml', 'setup.py', 'go.mod', 'Cargo.toml', 'package.json' },
   init_options = {},
   settings = nil,
   inline = 'auto',
