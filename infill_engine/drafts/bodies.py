@@ -12,22 +12,35 @@ together.
 On held-out repositories such a body stands elsewhere after the same opener for 0.2-6.5 % of
 block and function bodies (docs/drafts.md): rarely, but then it is the whole body, which the
 builtin model never writes.
+
+A body fits its function: under a function's opener (`def charge(user_id, amount):`,
+`func (s *Server) Get(id int) {`) a body that names none of its parameters (`raise
+ValueError("user_id is required")` under another function: a name in a string does not count) is
+no draft (`names_a_parameter`). The parameters are the names inside the opener line's
+parentheses, `self`, `cls`, `this` and a few keywords left out; a function without any, or an
+opener whose parameters stand on lines above it, has no such rule. A body whose source block is
+a function's while the cursor's is not (lines.fits_scope) is none either.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import fields, replace
 
+from .blocks import CONTROL
 from .draft import Draft
 from .idents import IDENT, jaccard
-from .lines import WEIGHTS, Cursor, LineIndex, Weights, indent_of, score
+from .lines import WEIGHTS, Cursor, LineIndex, Weights, fits_scope, indent_of, score
 
 MAX_BODY_LINES = 12  # non-blank lines of a body drafted whole
 MAX_OPENERS = 64  # occurrences of the opener line looked at, per index
 # where recurrence stands among the features (lines.Weights' order)
 RECUR = [f.name for f in fields(Weights)].index("recur")
+# Inside a signature's parentheses, names that are no parameter a body would use.
+_NOT_PARAMETERS = frozenset({"self", "cls", "this", "mut", "const", "final", "ref", "in", "out"})
+_STRING = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|`[^`]*`")
 
 
 def empty_body(cur: Cursor) -> bool:
@@ -39,6 +52,33 @@ def empty_body(cur: Cursor) -> bool:
         and cur.step > 0
         and cur.next_indent <= len(cur.indent) - cur.step
     )
+
+
+def parameters(opener: str) -> frozenset[str]:
+    """The parameter names of a function's opener line (see the module's docstring); none for
+    an opener that is no function's (`if f(x):`, `for (...) {`, `class A(B):`)."""
+    line = opener.lstrip("}) \t")
+    first = IDENT.match(line)
+    if first is None or first.group() in CONTROL or "(" not in line:
+        return frozenset()
+    if line.endswith(":") and not line.startswith(("def ", "async def ")):
+        return frozenset()  # an indented language's block: only `def` has parameters
+    names: set[str] = set()
+    depth = 0
+    for m in re.finditer(r"[()]|[A-Za-z_][A-Za-z0-9_]*", line):
+        token = m.group()
+        if token in "()":
+            depth += 1 if token == "(" else -1
+        elif depth > 0:
+            names.add(token)
+    return frozenset(names - _NOT_PARAMETERS)
+
+
+def names_a_parameter(body: str, opener: str) -> bool:
+    """Whether a body names one of its opener's parameters outside its strings (True where the
+    opener has none)."""
+    params = parameters(opener)
+    return not params or bool(params & set(IDENT.findall(_STRING.sub('""', body))))
 
 
 def body_at(index: LineIndex, row: int) -> list[str] | None:
@@ -94,7 +134,9 @@ def bodies(
                 continue
             step = len(indent_of(lines[0])) - len(indent_of(index.lines[row]))
             text = reindent(lines, cur.indent, unit, step)
-            if not text:
+            if not text or not names_a_parameter(text, cur.prev):
+                continue
+            if not fits_scope(cur, index, row + 1):
                 continue
             counts[text] = counts.get(text, 0) + 1
             after = index.neighbour(row + len(lines), 1)

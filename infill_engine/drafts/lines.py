@@ -8,6 +8,9 @@ below, words in common nearby), when it sits at the cursor's indentation relativ
 above, when it starts with what is already typed on the cursor's line, when its names are known
 in the document, and when it recurs.
 
+A line fits the block it lands in (`fits_scope`, blocks.py): one that stands in a function is
+no draft where the cursor is not in one (`return ...` at module level or in a class body).
+
 `Cursor` is what the cursor's place says (its indentation, what is typed, the lines around it);
 `LineIndex` holds one text's lines with lookups by line and by neighbour; `candidates` scores
 every line of the indices that could stand at the cursor and returns the best distinct texts.
@@ -24,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, field
 
+from .blocks import in_functions
 from .draft import Draft
 from .idents import IDENT, jaccard
 from .imports import code_names, imported_names, is_python
@@ -35,6 +39,7 @@ MAX_OCCURRENCES = 64  # occurrences of one line text scored (the rest only count
 MAX_DOCUMENT_ROWS = 5000  # a document up to this long has every line scored
 MAX_PREFIXED = 256  # lines elsewhere that start with what is typed (or hold its tail), scored
 NGRAM = 3  # words at the end of what is typed that n-gram lookup matches
+MAX_SCOPE_ROWS = 2000  # lines above the cursor read for the head of its block
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,7 @@ class LineIndex:
     offset: int = 0  # the row of its file where these lines start (a piece of a long file)
     _sorted: list[str] | None = field(default=None, repr=False)  # by_text's keys, sorted
     _words: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)  # row -> words
+    _in_function: list[bool] | None = field(default=None, repr=False)  # in_functions(lines)
 
     @classmethod
     def build(
@@ -167,6 +173,12 @@ class LineIndex:
             r += step
         return ""
 
+    def in_function(self, row: int) -> bool:
+        """Whether the line at `row` stands in a function's block (`in_functions`)."""
+        if self._in_function is None:
+            self._in_function = in_functions(self.lines)
+        return self._in_function[row]
+
     def words_of(self, row: int) -> frozenset[str]:
         if row not in self._words:
             self._words[row] = frozenset(words(self.lines[row]))
@@ -188,6 +200,12 @@ def shape(stripped: str) -> str:
     """A line with its string and number literals blanked: lines of the same shape do the
     same thing to other data (`rows = db.query('users')`, `rows = db.query('groups')`)."""
     return _LITERAL.sub("_", stripped)
+
+
+def fits_scope(cur: Cursor, index: LineIndex, row: int) -> bool:
+    """Whether the line at `row` of `index` may stand at the cursor: unless the cursor is in a
+    function, a line that stands in one does not."""
+    return cur.in_function or not index.in_function(row)
 
 
 def _draftable(stripped: str) -> bool:
@@ -215,6 +233,7 @@ class Cursor:
     # bind, and those it uses as code (code_names) outside its imports.
     imported: frozenset[str] = frozenset()
     used: frozenset[str] = frozenset()
+    in_function: bool = True  # the cursor's block is in a function (in_functions)
 
     @classmethod
     def at(cls, text: str, offset: int, python: bool = True) -> Cursor:
@@ -257,6 +276,7 @@ class Cursor:
             in_imports=in_imports,
             imported=frozenset(imported),
             used=code_names("\n".join(code)),
+            in_function=in_functions([*before[-MAX_SCOPE_ROWS:], indent + "_"])[-1],
         )
 
     def binds(self, line: str) -> bool:
@@ -357,7 +377,7 @@ def occurrences(cur: Cursor, indices: Sequence[LineIndex]) -> list[Occurrence]:
         whole = ((row, index.lines[row].strip(), False) for row in _rows(index, cur))
         inner = ((row, s, True) for row, s in _continuations(index, cur, tail)) if tail else ()
         for row, s, ngram in itertools.chain(whole, inner):
-            if not cur.takes(s):
+            if not cur.takes(s) or not (ngram or fits_scope(cur, index, row)):
                 continue
             names = set(IDENT.findall(s))
             step = len(indent_of(index.lines[row])) - len(indent_of(_raw_above(index, row)))
