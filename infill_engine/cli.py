@@ -3,142 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .params import CACHE_MODES, DECODE_POLICIES
-
-QUANTIZE_HELP = "weight-only int8/int4 through torchao (the quant extra); default none"
+from .cli_fill import QUANTIZE_HELP
 
 if TYPE_CHECKING:
     from .service.listen import Address
-
-
-def split_at(text: str, line: int, col: int) -> tuple[str, str]:
-    """1-based line and column (as editors show them) -> (prefix, suffix)."""
-    lines = text.split("\n")
-    if not 1 <= line <= len(lines):
-        raise ValueError(f"line {line} is outside the file (1..{len(lines)})")
-    if not 1 <= col <= len(lines[line - 1]) + 1:
-        raise ValueError(f"column {col} is outside line {line} (1..{len(lines[line - 1]) + 1})")
-    offset = sum(len(x) + 1 for x in lines[: line - 1]) + col - 1
-    return text[:offset], text[offset:]
-
-
-def fill(argv: list[str]) -> int:
-    from . import InfillParams, load
-
-    ap = argparse.ArgumentParser(
-        prog="dllm-infill fill", description="Fill the hole at a position."
-    )
-    ap.add_argument("file", type=Path)
-    ap.add_argument("--line", type=int, required=True, help="1-based")
-    ap.add_argument("--col", type=int, required=True, help="1-based")
-    ap.add_argument("--model", default="builtin")
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="auto", help="auto: bf16 on CUDA, fp32 on the CPU")
-    ap.add_argument("--quantize", choices=("none", "int8", "int4"), default="none",
-                    help=QUANTIZE_HELP)  # fmt: skip
-    ap.add_argument("--qwen2-diffusion", action="store_true")
-    ap.add_argument("--span", default="auto", help="tokens, or auto")
-    ap.add_argument("--decode", choices=DECODE_POLICIES, default="threshold")
-    ap.add_argument("--threshold", type=float, default=None, help="τ; default: the model's")
-    ap.add_argument("--cache", choices=CACHE_MODES, default="dual")
-    ap.add_argument("--block-size", type=int, default=32)
-    ap.add_argument("--min-tokens", type=int, default=1, help="hold end tokens off this long")
-    ap.add_argument("--json", action="store_true", help="print the completion with its metrics")
-    ap.add_argument(
-        "--raw", action="store_true", help="the model's bare text, without the editor's finishing"
-    )
-    ap.add_argument(
-        "--no-drafts", action="store_true", help="the model's fill alone (docs/drafts.md)"
-    )
-    a = ap.parse_args(argv)
-    try:
-        text = a.file.read_text()
-        prefix, suffix = split_at(text, a.line, a.col)
-        span = a.span if a.span == "auto" else int(a.span)
-        params = InfillParams(
-            span=span, decode=a.decode, threshold=a.threshold, cache=a.cache,
-            block_size=a.block_size, min_tokens=min(a.min_tokens, span) if span != "auto"
-            else a.min_tokens,
-        )  # fmt: skip
-        engine = load(a.model, device=a.device, dtype=a.dtype,
-                      qwen2_as_diffusion=a.qwen2_diffusion, quantize=a.quantize)  # fmt: skip
-        if span != "auto" and span > engine.args.max_positions:  # before the scheduler says so
-            raise ValueError(
-                f"--span {span} exceeds the model's {engine.args.max_positions} positions"
-            )
-    except (OSError, ValueError) as e:
-        print(f"dllm-infill fill: {e}", file=sys.stderr)
-        return 2
-    import grammars
-
-    language = grammars.language_for_path(str(a.file)) or "plaintext"
-    plan = None
-    if span == "auto":  # the span planner, as the language server asks (planner.py)
-        from . import planner
-
-        plan = planner.plan(
-            text,
-            len(prefix),
-            language,
-            engine.encode,
-            max_positions=engine.args.max_positions,
-            block_size=a.block_size,
-        )
-        params = replace(params, max_span=max(params.max_span, plan.max_span))
-    r = engine.infill(prefix, suffix, params, plan=plan)
-    found = [] if a.raw or a.no_drafts else _drafts(text, len(prefix), language)
-    kind = plan.kind if plan is not None else ""
-    shown, source = (r.text, "model") if a.raw else _shown(r.text, text, len(prefix), language,
-                                                           found, a.model, kind)  # fmt: skip
-    if a.json:
-        fields = ("tokens", "nfe_full", "nfe_block", "elapsed_ms", "stop_reason", "span")
-        out: dict[str, Any] = {"text": shown, "source": source, "raw": r.text}
-        out.update({k: getattr(r, k) for k in fields}, drafts=[asdict(d) for d in found])
-        print(json.dumps(out, indent=2))
-    else:
-        print(shown)
-    return 0
-
-
-def _drafts(text: str, offset: int, language: str) -> list[Any]:
-    """The drafts an editor would be offered here, from the file itself."""
-    from .drafts import gather
-
-    return gather(text, offset, python=language == "python")
-
-
-def _shown(
-    raw: str, text: str, offset: int, language: str, found: list[Any], model: str, kind: str
-) -> tuple[str, str]:
-    """What an editor shows for an invoked request (decide.py: the fill and the drafts
-    finished against the whole file, ranked and gated as the language server does), and where
-    it came from; "" with a word on stderr when nothing is left."""
-    from .decide import Policy, Seen, decide, trusted
-
-    best = decide([raw], found, Seen.whole(text, offset, language, kind),
-                  Policy(automatic=False, trust_model=trusted(model)))  # fmt: skip
-    if not best:
-        print(
-            "dllm-infill fill: nothing to show: an editor would show no completion here (the "
-            "model's text: --raw)",
-            file=sys.stderr,
-        )
-        return "", "model"
-    if best[0].source != "model":
-        where = next((d.where for d in found if d.text.strip() == best[0].text.strip()), "")
-        own = decide([raw], [], Seen.whole(text, offset, language, kind),
-                     Policy(automatic=False, trust_model=True))  # fmt: skip
-        print(f"dllm-infill fill: a draft ({best[0].source}, {where}, score {best[0].score:.2f}); "
-              f"the model's own fill: {own[0].text if own else ''!r} (--no-drafts)",
-              file=sys.stderr)  # fmt: skip
-    return best[0].text, best[0].source
 
 
 def serve(argv: list[str]) -> int:
@@ -386,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "fill":
+        from .cli_fill import fill
+
         return fill(rest)
     if cmd == "serve":
         return serve(rest)

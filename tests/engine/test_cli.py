@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from conftest import ROOT
 
-from infill_engine.cli import LAB, main, split_at
+from infill_engine.cli import LAB, main
+from infill_engine.cli_fill import split_at
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

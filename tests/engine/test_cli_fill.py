@@ -80,3 +80,68 @@ def test_fill_prints_the_finished_text_and_raw_the_bare_one(tmp_path: Path) -> N
         assert plain.stderr.strip().startswith("dllm-infill fill: nothing to show")
     raw = run([*CLI, "fill", *where, "--raw"])
     assert raw.returncode == 0 and raw.stdout == out["raw"] + "\n"
+
+
+# A line that stands only in pkg/users.py; groups.py has the same function with that line cut out.
+USERS = 'import os\n\n\ndef users(db):\n    rows = db.query("SELECT name FROM t WHERE a = 1")\n    return rows\n'
+HOLED = "import os\n\n\ndef groups(db):\n    \n    return rows\n"
+LINE = 'rows = db.query("SELECT name FROM t WHERE a = 1")'
+HIDDEN = 'rows = db.query("SELECT key FROM vault WHERE secret = 1")'
+
+
+def _fill(path: Path, *more: str) -> tuple[dict, str]:  # type: ignore[type-arg]
+    p = run([*CLI, "fill", str(path), "--line", "5", "--col", "5", "--json", *more])
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout), p.stderr
+
+
+def _repo(root: Path) -> Path:
+    """A repository (a `.git` folder) with the line in one file, the hole in another, and the
+    same hole's best line in hidden places: a hidden file, a hidden folder, a `.env`."""
+    (root / ".git").mkdir(parents=True)
+    (root / "pkg").mkdir()
+    (root / "pkg" / "users.py").write_text(USERS)
+    (root / "pkg" / "groups.py").write_text(HOLED)
+    hidden = USERS.replace(LINE, HIDDEN).replace("users", "groups")
+    (root / "pkg" / ".groups.py").write_text(hidden)
+    (root / ".venv").mkdir()
+    (root / ".venv" / "groups.py").write_text(hidden)
+    (root / ".env").write_text(f"{HIDDEN}\nAPI_KEY=sk-live-0123456789abcdef0123456789abcdef\n")
+    return root / "pkg" / "groups.py"
+
+
+def test_fill_drafts_from_the_repository_the_file_is_in(tmp_path: Path) -> None:
+    """By default `fill` reads the file's repository as the language server reads its
+    workspace: the line that stands only in another file is drafted and shown, and it says
+    where it came from (stderr, and each draft's source and where in --json); nothing hidden
+    is ever read."""
+    holed = _repo(tmp_path / "repo")
+    out, err = _fill(holed)
+    assert out["text"] == LINE and out["source"] == "workspace", out
+    assert "a draft (workspace, pkg/users.py:5," in err, err
+    first = out["drafts"][0]
+    assert (first["source"], first["where"]) == ("workspace", "pkg/users.py:5")
+    assert out["workspace"]["root"] == str((tmp_path / "repo").resolve())
+    assert out["workspace"]["files"] == 2  # users.py and groups.py: nothing hidden
+    assert "vault" not in json.dumps(out) and "sk-live" not in json.dumps(out) + err
+    alone, err = _fill(holed, "--no-workspace")
+    assert alone["workspace"] is None and LINE not in json.dumps(alone)
+    assert all(d["source"] != "workspace" for d in alone["drafts"])
+
+
+def test_fill_workspace_names_another_folder(tmp_path: Path) -> None:
+    """--workspace DIR reads that folder instead: a file outside any repository drafts from
+    it; without it, from the file's own folder alone."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "users.py").write_text(USERS)
+    holed = tmp_path / "scratch" / "groups.py"
+    holed.parent.mkdir()
+    holed.write_text(HOLED)
+    out, _ = _fill(holed, "--workspace", str(lib))
+    assert out["text"] == LINE and out["drafts"][0]["where"] == "users.py:5", out
+    own, _ = _fill(holed)
+    assert own["workspace"]["root"] == str(holed.parent.resolve())
+    assert LINE not in json.dumps(own)
+    bad = run([*CLI, "fill", str(holed), "--line", "5", "--col", "5", "--workspace", "/nowhere"])
+    assert bad.returncode == 2 and "--workspace /nowhere: not a folder" in bad.stderr
