@@ -134,8 +134,20 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def params_of(a: argparse.Namespace) -> InfillParams:
+    """The decoding parameters `fill`'s options name."""
+    from . import InfillParams
+
+    span = a.span
+    return InfillParams(
+        span=span, decode=a.decode, threshold=a.threshold, cache=a.cache,
+        block_size=a.block_size, min_tokens=min(a.min_tokens, span) if span != "auto"
+        else a.min_tokens,
+    )  # fmt: skip
+
+
 def fill(argv: list[str]) -> int:
-    from . import InfillParams, load
+    from . import load
 
     ap = parser()
     a = ap.parse_args(argv)
@@ -145,11 +157,7 @@ def fill(argv: list[str]) -> int:
         text = a.file.read_text()
         prefix, _ = split_at(text, a.line, a.col)
         span = a.span
-        params = InfillParams(
-            span=span, decode=a.decode, threshold=a.threshold, cache=a.cache,
-            block_size=a.block_size, min_tokens=min(a.min_tokens, span) if span != "auto"
-            else a.min_tokens,
-        )  # fmt: skip
+        params = params_of(a)
         engine = load(a.model, device=a.device, dtype=a.dtype,
                       qwen2_as_diffusion=a.qwen2_diffusion, quantize=a.quantize)  # fmt: skip
         if span != "auto" and span > engine.args.max_positions:  # before the scheduler says so

@@ -33,6 +33,14 @@ For each hole: the language server's first item of an invoked `textDocument/inli
 | completions_n3   | `/v1/completions` with `n: 3`: the first choice                    |
 | v2_shown         | `POST /v2/infill`, trigger invoked, candidates 3: `shown[0]`       |
 | infill_raw       | `/infill` with `raw: true`: the model's own text (the "before")    |
+| fill             | `dllm-infill fill` in this process (cli_fill.fill_at), its defaults |
+
+`--workspace`: the folders are the workspace of both sides, read in full (a budget of
+WORKSPACE_SECONDS): the language server's workspace folders, and the index `fill` drafts from
+(infill_engine/workspace, built here as `fill` builds it). Then the HTTP routes, which carry no
+workspace, may differ where a workspace draft wins; `fill` should not. The hole's own file is
+in the workspace on both sides (the document's URI is not its path): its true line may be
+drafted from it, which raises `exact`, not agreement.
 
 Figures per route (and the language server's own): holes; `adds_syntax_error`, the non-empty
 answers that break a file which compiled (the original file compiles, the document with the
@@ -83,6 +91,7 @@ SITE_DIRS = ("site-packages", "dist-packages")
 ODD_BREAKS = frozenset("\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 AGREEMENT_WANTED = 0.95
 SHOW_DISAGREEMENTS = 10
+WORKSPACE_SECONDS = 600.0  # the index's time budget, on both sides: no build stops at it
 URI = "file:///eval_routes/hole.py"  # every hole's document, one at a time
 
 # route -> (path, request fields beside the hole's text)
@@ -95,6 +104,9 @@ ROUTES: dict[str, tuple[str, dict[str, Any]]] = {
     "v2_shown": ("/v2/infill", {"languageId": "python", "trigger": "invoked", "candidates": 3}),
     "infill_raw": ("/infill", {"languageId": "python", "raw": True}),
 }
+# Routes answered in this process, not over HTTP: `fill`, the command line's code.
+LOCAL = ("fill",)
+ALL_ROUTES = (*ROUTES, *LOCAL)
 TWINS = {"infill": "infill_n3", "completions": "completions_n3", "infill_guess": "infill_n3"}
 
 
@@ -234,16 +246,22 @@ def _item_text(item: lsp.InlineCompletionItem, rest: str) -> str:
 
 
 class Lsp:
-    """The real language server over stdio, no workspace folder."""
+    """The real language server over stdio, with the workspace folders `folders` (none: it
+    drafts from the open document alone)."""
 
-    def __init__(self, model: str, device: str, env: dict[str, str]) -> None:
+    def __init__(
+        self, model: str, device: str, env: dict[str, str], folders: Sequence[Path] = ()
+    ) -> None:
         self.client = LanguageClient("dllm-eval-routes", "0")
-        self.settings = {
+        self.settings: dict[str, Any] = {
             "model": model,
             "device": device,
             "debounceMs": 0,
             "stats": {"enabled": False},
         }
+        if folders:
+            self.settings["drafts"] = {"maxSeconds": WORKSPACE_SECONDS}
+        self.folders = [lsp.WorkspaceFolder(f.resolve().as_uri(), f.name) for f in folders]
         self.env = env
         self.version = 0
 
@@ -252,8 +270,9 @@ class Lsp:
         await self.client.start_io(*server, env=self.env)
         caps = lsp.ClientCapabilities(window=lsp.WindowClientCapabilities(work_done_progress=False))
         await self.client.initialize_async(
-            lsp.InitializeParams(capabilities=caps, initialization_options=self.settings)
-        )
+            lsp.InitializeParams(capabilities=caps, initialization_options=self.settings,
+                                 workspace_folders=self.folders or None)
+        )  # fmt: skip
         self.client.initialized(lsp.InitializedParams())
         deadline = time.monotonic() + 300
         while (s := await self.status())["state"] not in ("ready", "failed"):
@@ -262,6 +281,10 @@ class Lsp:
             await asyncio.sleep(0.05)
         if s["state"] == "failed":
             raise RuntimeError(f"the language server's model failed to load: {s.get('error')}")
+        while self.folders and (await self.status())["drafts"]["workspace"] is None:
+            if time.monotonic() > deadline + WORKSPACE_SECONDS:
+                raise RuntimeError("the language server's workspace index was not built")
+            await asyncio.sleep(0.1)
 
     async def status(self) -> dict[str, Any]:
         return dict(plain(await self.client.protocol.send_request_async("dllm/status", None)))
@@ -337,15 +360,44 @@ class Answers:
         self.ms.setdefault(route, []).append(ms)
 
 
+class Fill:
+    """`dllm-infill fill`'s code in this process (cli_fill.fill_at, its default options), with
+    its own engine; with `folders`, their index built as `fill` builds a workspace's."""
+
+    def __init__(self, model: str, device: str, folders: Sequence[Path] = ()) -> None:
+        from infill_engine import load
+        from infill_engine.cli_fill import params_of, parser
+        from infill_engine.workspace.index import WorkspaceIndex
+
+        self.model = model
+        self.engine = load(model, device=device)
+        self.params = params_of(parser().parse_args(["-", "--line", "1", "--col", "1"]))
+        self.index: WorkspaceIndex | None = None
+        if folders:
+            self.index = WorkspaceIndex(max_seconds=WORKSPACE_SECONDS)
+            self.index.build(list(folders))
+
+    def first(self, case: Case) -> str:
+        from infill_engine.cli_fill import fill_at
+
+        index = self.index
+        carried = [] if index is None else index.drafts(URI, case.text, case.offset)
+        shown = fill_at(self.engine, case.text, case.offset, "python", self.params, self.model,
+                        carried)  # fmt: skip
+        return shown.text
+
+
 async def ask_all(
     cases: Sequence[Case],
-    routes: Sequence[str] = tuple(ROUTES),
+    routes: Sequence[str] = ALL_ROUTES,
     model: str = "builtin",
     device: str = "cpu",
     progress: bool = False,
+    workspace: Sequence[Path] = (),
 ) -> tuple[Answers, dict[str, Any]]:
-    """Every hole asked of the language server and of each route of one engine service;
-    the answers, and where the two ran."""
+    """Every hole asked of the language server, of each route of one engine service, and of
+    `fill` in this process; the answers, and where they ran (with `workspace`, the folders'
+    index on both sides)."""
     import httpx
 
     from infill_engine import load
@@ -356,9 +408,11 @@ async def ask_all(
     engine = load(model, device=device)
     service = Service(engine, model, token, scheduler=Scheduler(engine.live_batch, max_batch=8))
     answers = Answers()
+    http_routes = [r for r in routes if r in ROUTES]
+    filler = Fill(model, device, workspace) if "fill" in routes else None
     with tempfile.TemporaryDirectory(prefix="dllm-eval-routes-") as state:
         env = {**os.environ, "XDG_STATE_HOME": state}  # not the user's acceptance counts
-        server = Lsp(model, device, env)
+        server = Lsp(model, device, env, workspace)
         try:
             with ServiceThread(service, parse_address("http://127.0.0.1:0")) as http:
                 assert http.bound is not None
@@ -368,8 +422,10 @@ async def ask_all(
                 async with httpx.AsyncClient(base_url=base, headers=headers, timeout=300) as c:
                     # one untimed round each: the first request pays for warm-ups
                     await server.first(cases[0])
-                    for route in routes:
+                    for route in http_routes:
                         await _post(c, route, cases[0])
+                    if filler is not None:
+                        filler.first(cases[0])
                     bar = _bar(len(cases), progress)
                     for case in cases:
                         calls = (await server.status())["model_calls"]
@@ -379,22 +435,29 @@ async def ask_all(
                         s = await server.status()  # the engine's own time, outside the timing
                         ran = s["model_calls"] > calls and isinstance(s.get("last"), dict)
                         answers.engine_ms.append(float(s["last"]["call_ms"]) if ran else None)
-                        for route in routes:
+                        for route in http_routes:
                             t0 = time.perf_counter()
                             reply = await _post(c, route, case)
                             ms = (time.perf_counter() - t0) * 1000
                             answers.add(route, answer_of(route, reply), ms)
+                        if filler is not None:
+                            t0 = time.perf_counter()
+                            text = filler.first(case)
+                            answers.add("fill", text, (time.perf_counter() - t0) * 1000)
                         bar(1)
                     bar(0)
-                where = {
-                    "lsp": (await server.status()).get("device"),
-                    "service": str(engine.device),
-                }
+                s = await server.status()
+                where = {"lsp": s.get("device"), "service": str(engine.device)}
+                if workspace:
+                    ours = filler.index.status() if filler and filler.index else None
+                    where["workspace"] = {"lsp": s["drafts"]["workspace"], "fill": ours}
         finally:
             try:
                 await server.stop()
             finally:
                 engine.close()
+                if filler is not None:
+                    filler.engine.close()
     return answers, where
 
 
@@ -456,6 +519,10 @@ def reason(route: str, i: int, case: Case, answers: Answers) -> str:
     twin = TWINS.get(route)
     if route == "infill_raw":
         return "raw: the model's own text, not finished or ranked"
+    if route == "fill":
+        return "fill: " + ("the server showed nothing, fill did" if not lsp_text else
+                           "fill showed nothing, the server did" if not t else
+                           "different texts (fill asks one fill, the server 3)")  # fmt: skip
     if route == "infill_guess":
         import grammars
 
@@ -524,16 +591,20 @@ def evaluate(
     model: str = "builtin",
     device: str = "cpu",
     all_files: bool = False,
-    routes: Sequence[str] = tuple(ROUTES),
+    routes: Sequence[str] = ALL_ROUTES,
     progress: bool = False,
+    workspace: bool = False,
 ) -> dict[str, Any]:
-    """The whole measurement: cut, ask both servers, report."""
+    """The whole measurement: cut, ask both servers and `fill`, report (`workspace`: the
+    folders are the workspace of the language server and of `fill`)."""
     cases, eligible = cut_holes(folders, holes, seed, all_files)
     if not cases:
         raise ValueError("no file under the folders gives a hole (held out, <= 2,000 lines)")
     t0 = time.perf_counter()
-    answers, where = asyncio.run(ask_all(cases, routes, model, device, progress))
+    folders_read = list(folders) if workspace else []
+    answers, where = asyncio.run(ask_all(cases, routes, model, device, progress, folders_read))
     extra = {"model": model, "seed": seed, "folders": [str(f) for f in folders], **where,
+             "workspace_read": workspace,
              "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
     return report(cases, answers, eligible, extra)
 
@@ -571,18 +642,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--all-files", action="store_true", help="also files the model trained on")
-    ap.add_argument("--routes", default=",".join(ROUTES), help="comma-separated, of: " +
-                    ", ".join(ROUTES))  # fmt: skip
+    ap.add_argument("--routes", default=",".join(ALL_ROUTES), help="comma-separated, of: " +
+                    ", ".join(ALL_ROUTES))  # fmt: skip
+    ap.add_argument(
+        "--workspace",
+        action="store_true",
+        help="the folders are the workspace of the language server and of fill",
+    )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     routes = [r for r in a.routes.split(",") if r]
-    if unknown := set(routes) - set(ROUTES):
+    if unknown := set(routes) - set(ALL_ROUTES):
         ap.error(f"unknown routes {sorted(unknown)}")
     if a.holes < 1:
         ap.error(f"--holes must be >= 1, got {a.holes}")
     try:
         out = evaluate(a.folders, a.holes, a.seed, a.model, a.device, a.all_files, routes,
-                       progress=True)  # fmt: skip
+                       progress=True, workspace=a.workspace)  # fmt: skip
     except (OSError, RuntimeError, ValueError) as e:
         print(f"eval-routes: {e}", file=sys.stderr)
         return 2

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dllm_lab.corpus import stdlib_root
-from dllm_lab.eval_routes import ROUTES, cut_holes, evaluate, unseen
+from dllm_lab.eval_routes import ALL_ROUTES, cut_holes, evaluate, unseen
 
 MODULE = '''"""A small module: enough lines for a few holes."""
 
@@ -63,7 +63,7 @@ def test_held_out_means_neither_the_model_nor_the_gate_read_it() -> None:
 def test_three_holes_through_both_servers_add_up(tmp_path: Path) -> None:
     out = evaluate([_folder(tmp_path)], holes=3, seed=1)
     assert out["holes"] == 3 and out["files"] == 2 and out["originals_compiling"] == 3
-    assert set(out["routes"]) == set(ROUTES)
+    assert set(out["routes"]) == set(ALL_ROUTES)
     lsp = out["lsp"]
     assert lsp["holes"] == 3 and 0 <= lsp["exact"] <= lsp["answered"] <= 3
     # a hole whose document no longer compiles (a header taken out) may keep it broken: counted
@@ -82,4 +82,14 @@ def test_three_holes_through_both_servers_add_up(tmp_path: Path) -> None:
             assert d["under_95"] == (f["agree"] < 0.95 * 3)
         else:
             assert f["agree"] == 3
-    assert [len(c["answers"]) for c in out["cases"]] == [1 + len(ROUTES)] * 3
+    assert [len(c["answers"]) for c in out["cases"]] == [1 + len(ALL_ROUTES)] * 3
+
+
+def test_fill_reads_the_workspace_the_server_reads(tmp_path: Path) -> None:
+    """With --workspace both sides index the folder (the language server's workspace folder,
+    fill's own index, built the same way: the same files) and fill answers every hole as the
+    server's first item."""
+    out = evaluate([_folder(tmp_path)], holes=3, seed=1, routes=["fill"], workspace=True)
+    both = out["workspace"]
+    assert both["lsp"]["files"] == both["fill"]["files"] == 3, both
+    assert out["routes"]["fill"]["agree"] >= 2, out["disagreements"]
