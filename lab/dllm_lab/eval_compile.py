@@ -81,7 +81,7 @@ def held_out_files(limit: int, seed: int) -> list[tuple[Path, str]]:
 
 def beside(path: Path, n: int = 2) -> list[tuple[str, str]]:
     """Up to n other Python files of the same folder, as extra chunks (path, text)."""
-    out = []
+    out: list[tuple[str, str]] = []
     for p in sorted(path.parent.glob("*.py")):
         if p != path and len(out) < n:
             try:
