@@ -17,8 +17,9 @@ the whole document compiles neither way and a whole-document check cannot tell);
 there are checked against the clean document. The model's fill is the one of the clean
 document (the broken one differs only past the end of the model's context).
 
-Printed: holes, items shown, items that fail compile (by source: the model, drafts), for
-invoked and automatic requests, and how long deciding took.
+Printed: holes, items shown, items that fail compile (by source: the model, drafts), the holes
+whose first item (or any item) is exactly the missing text, for invoked and automatic requests,
+and how long deciding took.
 """
 
 from __future__ import annotations
@@ -134,6 +135,9 @@ def evaluate(
             }
             decide_s += time.perf_counter() - start
             for mode, items in shown.items():
+                right = [c.text.strip() == h.middle.strip() for c in items]
+                counts[f"{doc} {mode} first exact"] += bool(right and right[0])
+                counts[f"{doc} {mode} any exact"] += any(right)
                 for c in items:
                     source = "model" if c.source == "model" else "draft"
                     counts[f"{doc} {mode} shown"] += 1
