@@ -204,7 +204,7 @@ def explain(fit: Fit, args: ModelArgs, label: str, device: str) -> list[str]:
     head = "embedding and head " if fit.quantize != "none" else ""
     prec = fit.quantize if fit.quantize != "none" else fit.dtype
     lines = [
-        f"model      {label}, {fit.params / 1e9:.2f} B parameters",
+        f"model      {label}, {parameters(fit.params)} parameters",
         f"device     {device}, {gb(fit.free)} free ({gb(fit.reserve)} kept in reserve)",
         f"weights    {gb(fit.weights)} at {prec}" + (f" ({head}{fit.dtype})" if head else ""),
         f"K/V cache  {gb(fit.cache_per_row)} per row at {fit.context} tokens of context",
@@ -251,6 +251,15 @@ def model_args(model: str | HubName, qwen2_as_diffusion: bool = False) -> tuple[
 
 def gb(n: float) -> str:
     return f"{n / GB:.2f} GB"
+
+
+def parameters(n: float) -> str:
+    """A parameter count in the unit that suits it: "7.62 B", "3.2 M", "850 K"."""
+    if n >= 1e9:
+        return f"{n / 1e9:.2f} B"
+    if n >= 1e6:
+        return f"{n / 1e6:.1f} M"
+    return f"{n / 1e3:.0f} K" if n >= 1e3 else f"{n:.0f}"
 
 
 def free_memory(device: str) -> int:

@@ -23,6 +23,7 @@ reading the weights (a GPU at small batch). docs/engine.md has the figures.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -101,11 +102,7 @@ def quantize_model(model: nn.Module, mode: str) -> QuantizeReport:
     targets = dict(block_linears(model))
     device, dtype = _device_dtype(targets)
     if mode == "int4" and device.type == "cpu" and dtype != torch.bfloat16:
-        log.warning(
-            "int4 on the CPU with %s activations runs PyTorch's slow int4 path (about 40x "
-            "slower than with bf16 here: docs/engine.md); --dtype bf16 makes it fast",
-            str(dtype).removeprefix("torch."),
-        )
+        _warn_slow_int4(str(dtype).removeprefix("torch."))
     kept: list[str] = []
     with torch.no_grad():
         for config, names in _plan(ao, mode, targets, device, dtype, kept):
@@ -116,6 +113,16 @@ def quantize_model(model: nn.Module, mode: str) -> QuantizeReport:
                 raise QuantizeError(msg) from None
     done = sum(is_quantized(m.weight) for m in targets.values())
     return QuantizeReport(mode, done, tuple(kept), before, weight_bytes(model))
+
+
+@functools.cache
+def _warn_slow_int4(dtype: str) -> None:
+    """Said once per process: the loader quantizes a model one block at a time."""
+    log.warning(
+        "int4 on the CPU with %s activations runs PyTorch's slow int4 path (about 40x slower "
+        "than with bf16 here: docs/engine.md); --dtype bf16 makes it fast",
+        dtype,
+    )
 
 
 def _plan(
