@@ -28,6 +28,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +38,9 @@ import torch
 from tqdm import tqdm
 
 import infill_engine
-from infill_engine import load
+from infill_engine import cli_args, load
 from infill_engine.engine import Engine
+from infill_engine.fits import parameters
 from infill_engine.models import DiffusionTransformer, ModelArgs
 from infill_engine.models.shapes import SHAPES, parameter_count, shape_args
 from infill_engine.params import CacheMode, DecodePolicy, InfillParams
@@ -104,6 +106,29 @@ def shaped_engine(base: Engine, shape: str, layers: int | None, seed: int) -> tu
     return engine, f"{shape} ({args.num_layers} layers, {parameter_count(args) / 1e9:.2f} B params)"
 
 
+CPU_BUILD_GB = 4.0  # a random network past this is not built on the CPU unless asked for
+
+
+def too_big_here(shape: str, layers: int | None, device: str) -> str:
+    """Why a `--shape` network should not be built where `--device auto` puts it (the CPU, on
+    a machine without CUDA), or "": it would take minutes and more memory than CPU_BUILD_GB."""
+    if device != "auto" or torch.cuda.is_available():
+        return ""
+    try:
+        _, args, _ = shape_args(shape, layers)
+    except ValueError:
+        return ""  # the load says what is wrong with the shape
+    params = parameter_count(args)
+    need = params * 4 / 1e9  # float32 on the CPU
+    if need <= CPU_BUILD_GB:
+        return ""
+    return (
+        f"{shape} ({args.num_layers} layers, {parameters(params)} parameters) needs about "
+        f"{need:.0f} GB at float32, and this machine has no CUDA device: pass --device cuda on a "
+        "GPU machine, --layers N for fewer layers, or --device cpu to build it anyway"
+    )
+
+
 def agreement(a: list[int], b: list[int]) -> float:
     n = max(len(a), len(b))
     return 1.0 if n == 0 else sum(x == y for x, y in zip(a, b, strict=False)) / n
@@ -163,14 +188,72 @@ def warm_up(
     suffix: tuple[int, ...],
     block_size: int,
     rows: list[tuple[str, str, float | None]],
-) -> None:
-    """Every configuration once at one block's span, untimed: the first call of each code path
-    (full pass, window passes per cache, graph capture) pays its set-up here, not in a row."""
+) -> tuple[int, dict[tuple[str, str, float | None], float]]:
+    """Every configuration once at one block's span, not reported: the first call of each code
+    path (full pass, window passes per cache, graph capture) pays its set-up here, not in a row.
+    The span, and each configuration's seconds (what the time left is first estimated from)."""
     span = min(block_size, engine.args.max_positions - len(prefix) - len(suffix))
+    seconds: dict[tuple[str, str, float | None], float] = {}
     if span < 1:
-        return
-    for config in dict.fromkeys(rows):
+        return span, seconds
+    for config in tqdm(list(dict.fromkeys(rows)), desc="bench warm-up", unit="config"):
+        t0 = time.perf_counter()
         fill_once(engine, prefix, suffix, span, block_size, config)
+        seconds[config] = time.perf_counter() - t0
+    return span, seconds
+
+
+BAR = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} runs [{elapsed}{postfix}]"
+
+
+class TimeLeft:
+    """The time a bench has left: each run estimated from its configuration's warm-up fill
+    (scaled by the span, and by the canvas where no cache keeps it from mattering), the
+    estimates then scaled by what the runs done took against theirs. A run of many minutes
+    (a span of 1024 at one token per pass) counts down while it runs."""
+
+    def __init__(self, estimates: list[float]) -> None:
+        self.estimates = estimates
+        self.done = 0  # runs finished
+        self.took = 0.0  # their seconds
+        self.started = time.monotonic()  # the current run's start
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+
+    def finish(self) -> None:
+        self.took += time.monotonic() - self.started
+        self.done += 1
+
+    def seconds(self) -> float:
+        guessed = sum(self.estimates[: self.done])
+        scale = self.took / guessed if guessed > 0 and self.took > 0 else 1.0
+        rest = sum(self.estimates[self.done + 1 :]) * scale
+        current = self.estimates[self.done] * scale if self.done < len(self.estimates) else 0.0
+        return rest + max(current - (time.monotonic() - self.started), 0.0)
+
+
+def estimate(
+    warm: dict[tuple[str, str, float | None], float], warm_span: int, context: int,
+    span: int, config: tuple[str, str, float | None],
+) -> float:  # fmt: skip
+    """A run's seconds, guessed from its configuration's warm-up at `warm_span`."""
+    seconds = warm.get(config, 0.0) * span / max(warm_span, 1)
+    if cache_of(config[1]) == "none":  # every pass reads the whole canvas
+        seconds *= (context + span) / (context + max(warm_span, 1))
+    return seconds
+
+
+def counting_down(bar: Any, left: TimeLeft) -> threading.Event:
+    """Say the time left on `bar` every second, on a thread of its own, until the event is set."""
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(1.0):
+            bar.set_postfix_str(f"about {tqdm.format_interval(left.seconds())} left")
+
+    threading.Thread(target=tick, daemon=True).start()
+    return stop
 
 
 def run(
@@ -178,34 +261,48 @@ def run(
 ) -> list[Measure]:
     prefix, suffix = hole(engine, context * 3 // 4, context // 4)
     out: list[Measure] = []
-    graphs = engine.runner.graphs
-    runs = [(s, d, c, t) for s in spans for d, c, t in configs(thresholds, graphs is not None)]
-    warm_up(engine, prefix, suffix, block_size, configs(thresholds, graphs is not None))
+    rows = configs(thresholds, engine.runner.graphs is not None)
+    room = engine.args.max_positions - len(prefix) - len(suffix)
+    for span in sorted({s for s in spans if s > room}):
+        print(f"span {span}: skipped, the model has {engine.args.max_positions} positions",
+              file=sys.stderr)  # fmt: skip
+    runs = [(s, *config) for s in spans if s <= room for config in rows]
+    warm_span, warm = warm_up(engine, prefix, suffix, block_size, rows)
+    canvas = len(prefix) + len(suffix)
+    left = TimeLeft([estimate(warm, warm_span, canvas, s, (d, c, t)) for s, d, c, t in runs])
     base_ids: list[int] = []
     base_nfe, base_ms = 1, 1.0
     eager_ids: list[int] = []
-    for span, dec, label, tau in tqdm(runs, desc="bench", unit="run"):
-        cache = cache_of(label)
-        if len(prefix) + span + len(suffix) > engine.args.max_positions:
-            tqdm.write(f"span {span}: skipped, the model has {engine.args.max_positions} positions")
-            continue
-        t0 = time.perf_counter()
-        r = fill_once(engine, prefix, suffix, span, block_size, (dec, label, tau))
-        ms = (time.perf_counter() - t0) * 1000
-        ids = r.token_ids
-        twin = label != "dual" and cache == "dual"  # graphed or speculating: the dual row's twin
-        if (dec, cache) == BASELINE:
-            base_ids, base_nfe, base_ms = ids, r.nfe, ms
-        if label == "dual":
-            eager_ids = ids
-        out.append(
-            Measure(
-                span, dec, label, tau, r.nfe, r.nfe_full, r.nfe_block, round(ms, 1),
-                round(base_nfe / r.nfe, 2), round(base_ms / ms, 2),
-                round(agreement(ids, base_ids), 3), round(r.tokens / max(r.nfe, 1), 2),
-                round(agreement(ids, eager_ids), 3) if twin else None,
-            )
-        )  # fmt: skip
+    # tqdm's own estimate assumes runs alike; the baseline at a long span takes most of the time
+    bar = tqdm(runs, desc="bench", unit="run", bar_format=BAR)
+    bar.set_postfix_str(f"about {tqdm.format_interval(left.seconds())} left")
+    stop = counting_down(bar, left)
+    try:
+        for span, dec, label, tau in bar:
+            cache = cache_of(label)
+            left.start()
+            t0 = time.perf_counter()
+            r = fill_once(engine, prefix, suffix, span, block_size, (dec, label, tau))
+            ms = (time.perf_counter() - t0) * 1000
+            left.finish()
+            bar.set_postfix_str(f"about {tqdm.format_interval(left.seconds())} left")
+            ids = r.token_ids
+            twin = label != "dual" and cache == "dual"  # graphed or speculating: the dual twin
+            if (dec, cache) == BASELINE:
+                base_ids, base_nfe, base_ms = ids, r.nfe, ms
+            if label == "dual":
+                eager_ids = ids
+            out.append(
+                Measure(
+                    span, dec, label, tau, r.nfe, r.nfe_full, r.nfe_block, round(ms, 1),
+                    round(base_nfe / r.nfe, 2), round(base_ms / ms, 2),
+                    round(agreement(ids, base_ids), 3), round(r.tokens / max(r.nfe, 1), 2),
+                    round(agreement(ids, eager_ids), 3) if twin else None,
+                )
+            )  # fmt: skip
+    finally:
+        stop.set()
+        bar.close()
     return out
 
 
@@ -235,12 +332,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="dllm-infill bench", description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--spans", default="64,256", help="comma-separated span lengths ('' = none)")
-    ap.add_argument("--block-size", type=int, default=32)
+    ap.add_argument("--spans", type=cli_args.listed(cli_args.count), default="64,256",
+                    help="comma-separated span lengths ('' = none)")  # fmt: skip
+    ap.add_argument("--block-size", type=cli_args.count, default=32)
     ap.add_argument(
         "--thresholds",
+        type=cli_args.listed(cli_args.threshold),
         default="",
-        help="comma-separated τ values, e.g. 0.5,0.7,0.9,1.0 (default: the model's recommended τ)",
+        help="comma-separated τ values in (0, 1], e.g. 0.5,0.7,0.9,1.0 (default: the model's "
+        "recommended τ)",
     )
     ap.add_argument("--context", type=int, default=96, help="prefix+suffix tokens")
     ap.add_argument("--random-init", action="store_true", help="random weights, 4096 positions")
@@ -262,18 +362,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--shape and --layers build a random model: add --random-init")
     if a.layers is not None and not a.shape:
         ap.error("--layers needs --shape")
-    try:
-        spans = [int(s) for s in a.spans.split(",") if s.strip()]
-    except ValueError:
-        ap.error(f"--spans must be whole numbers, got {a.spans!r}")
-    if not all(s >= 1 for s in spans):
-        ap.error(f"--spans must be positive, got {a.spans!r}")
-    try:
-        thresholds = [float(t) for t in a.thresholds.split(",") if t.strip()]
-    except ValueError:
-        thresholds = [-1.0]
-    if not all(0.0 < t <= 1.0 for t in thresholds):
-        ap.error(f"--thresholds must be values in (0, 1], got {a.thresholds!r}")
+    spans, thresholds = a.spans, a.thresholds
+    if a.shape and (big := too_big_here(a.shape, a.layers, a.device)):
+        print(f"dllm-infill bench: {big}", file=sys.stderr)
+        return 2
     name = a.model
     try:
         engine = load(a.model, device=a.device, quantize="none" if a.random_init else a.quantize)

@@ -147,10 +147,13 @@ def train(
     )
     sampler = Sampler(files, tok, sched, cfg.seed)
     budget, ckpt_every = sched.minutes * 60.0, sched.checkpoint_minutes * 60.0
-    start = last_ckpt = time.monotonic()
+    start = last_ckpt = first_done = time.monotonic()
     ema: float | None = None
     tokens = step = 0
-    bar = tqdm(total=sched.steps, disable=not progress, dynamic_ncols=True, mininterval=2.0)
+    # the time left is the run's own (steps_in_budget), not tqdm's: its rate is smoothed over
+    # the first steps, which pay for set-up
+    bar = tqdm(total=sched.steps, disable=not progress, dynamic_ncols=True, mininterval=2.0,
+               bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")  # fmt: skip
     model.train()
     while step < sched.steps:
         elapsed = time.monotonic() - start
@@ -170,11 +173,18 @@ def train(
         tokens += ids.numel()
         value = float(loss.item())
         ema = value if ema is None else 0.98 * ema + 0.02 * value
-        rate = tokens / max(time.monotonic() - start, 1e-9)
+        now = time.monotonic()
+        rate = tokens / max(now - start, 1e-9)
+        if step == 1:
+            first_done = now  # the first step pays for set-up: left out of the pace
+        pace = (now - first_done) / (step - 1) if step > 1 else now - start
+        bar.total = steps_in_budget(step, sched.steps, now - start, budget, pace)
+        left = min((bar.total - step) * pace, max(budget - (now - start), 0.0))
         bar.update(1)
         bar.set_postfix(
-            loss=f"{ema:.3f}", tok_s=f"{rate:.0f}", lr=f"{opt.param_groups[0]['lr']:.1e}"
-        )
+            left=tqdm.format_interval(left), loss=f"{ema:.3f}", tok_s=f"{rate:.0f}",
+            lr=f"{opt.param_groups[0]['lr']:.1e}",
+        )  # fmt: skip
         if time.monotonic() - last_ckpt >= ckpt_every:
             model.eval()
             save_model(model, tok, cfg, out, _meta(cfg, step, ema, n_params, start, tokens, stages))
@@ -185,6 +195,16 @@ def train(
     meta = _meta(cfg, step, ema, n_params, start, tokens, stages)
     save_model(model, tok, cfg, out, meta)
     return meta
+
+
+def steps_in_budget(step: int, steps: int, elapsed: float, budget: float, pace: float) -> int:
+    """The steps the run will have taken when it ends: `steps`, or fewer where the time budget
+    ends it first at `pace` seconds a step. The progress bar counts to this, so that its time
+    left is the run's, not that of `steps` at a budget of minutes (once 40 hours for a
+    one-minute run)."""
+    if pace <= 0:
+        return steps
+    return max(step, min(steps, step + int(max(budget - elapsed, 0.0) / pace)))
 
 
 def _meta(
