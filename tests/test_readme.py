@@ -99,3 +99,22 @@ def test_make_targets_npm_scripts_and_extras_the_readme_names_exist() -> None:
     assert "npx @vscode/vsce" not in text
     # the hub's current command; huggingface_hub no longer ships huggingface-cli
     assert "huggingface-cli" not in text
+
+
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_every_test_path_the_docs_name_exists() -> None:
+    """Each test path README.md and docs/ name (`tests/lsp/test_x.py`, a glob such as
+    `tests/lsp/test_robustness_*.py`, or a bare `test_x.py`) names a file that is there: a test
+    moved to another folder takes its mentions with it."""
+    stale = []
+    for doc in DOCS:
+        text = doc.read_text()
+        for path in re.findall(r"\btests/[\w./*-]*\w", text):
+            if not list(ROOT.glob(path)) and not (ROOT / path).exists():
+                stale.append(f"{doc.name}: {path}")
+        for name in re.findall(r"(?<![\w/*])(test_[\w*]+\.py)\b", text):
+            if not list((ROOT / "tests").rglob(name)):
+                stale.append(f"{doc.name}: {name}")
+    assert not stale, stale
