@@ -76,8 +76,9 @@ class _Parsed:
     errors: tuple[tuple[int, int], ...]
 
 
-# The document is parsed, and compiled, once for all the candidates of a request and their cuts;
-# a few entries, since it changes with every keystroke.
+# The document is parsed once for all the candidates of a request and their cuts (Python's
+# compile step finds its block in this parse); a few entries, since it changes with every
+# keystroke.
 @lru_cache(maxsize=4)
 def _document_parse(language_id: str, source: bytes) -> _Parsed | None:
     parser = parser_for(language_id)
@@ -229,7 +230,7 @@ def fit(prefix: str, text: str, suffix: str, language_id: str, replaced: str = "
 
     Cuts are at line ends and, on the first line, at word ends. The document is the whole of
     it, not a window: a window trimmed mid-string or mid-docstring has errors of its own, and a
-    new error hides among them. A language without a grammar (or native parser) is not checked.
+    new error hides among them. A language without a grammar (or native compiler) is not checked.
     """
     check = Check(Around(prefix, suffix, replaced), language_id)
     if not check.checked:
