@@ -133,3 +133,22 @@ def test_an_unrelated_body_is_not_drafted() -> None:
     cur = Cursor.at(doc, doc.index("\n") + 5)
     found = bodies(cur, [LineIndex.build("other.py", "extra", other)])
     assert [d.text.split("\n")[0] for d in found] == ["total = amount * rate(currency)"]
+
+
+def test_a_brace_language_body_names_a_parameter_too() -> None:
+    opener = "func charge(id int, amount int) error {"
+    other = (
+        f"{opener}\n"
+        '\tlog.Print("charging")\n'
+        '\treturn errors.New("user_id is required")\n'
+        "}\n"
+        "\n"
+        f"{opener}\n"
+        "\ttotal := amount * 2\n"
+        "\treturn save(id, total)\n"
+        "}\n"
+    )
+    doc = f"package p\n\n{opener}\n\t\n}}\n"
+    cur = Cursor.at(doc, doc.index("\t\n") + 1)
+    found = bodies(cur, [LineIndex.build("other.go", "extra", other)])
+    assert [d.text.split("\n")[0] for d in found] == ["total := amount * 2"]
