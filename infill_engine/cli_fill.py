@@ -83,9 +83,12 @@ def _decided(
     """What an editor shows for an invoked request (decide.py: the fill and the drafts
     finished against the whole file, ranked and gated as the language server does)."""
     from .decide import Policy, Seen, decide, trusted
+    from .languages import knows, model_languages
 
-    best = decide([r.text], found, Seen.whole(text, offset, language, kind),
-                  Policy(automatic=False, trust_model=trusted(model)))  # fmt: skip
+    # as the language server: the model's fills shown only in the languages it knows
+    policy = Policy(automatic=False, trust_model=trusted(model),
+                    model_knows=knows(model_languages(model), language))  # fmt: skip
+    best = decide([r.text], found, Seen.whole(text, offset, language, kind), policy)
     if not best:
         note = ("nothing to show: an editor would show no completion here (the model's text: "
                 "--raw)")  # fmt: skip

@@ -83,9 +83,9 @@ def test_fill_prints_the_finished_text_and_raw_the_bare_one(tmp_path: Path) -> N
 
 
 # A line that stands only in pkg/users.py; groups.py has the same function with that line cut out.
-USERS = 'import os\n\n\ndef users(db):\n    rows = db.query("SELECT name FROM t WHERE a = 1")\n    return rows\n'
-HOLED = "import os\n\n\ndef groups(db):\n    \n    return rows\n"
 LINE = 'rows = db.query("SELECT name FROM t WHERE a = 1")'
+USERS = f"import os\n\n\ndef users(db):\n    {LINE}\n    return rows\n"
+HOLED = "import os\n\n\ndef groups(db):\n    \n    return rows\n"
 HIDDEN = 'rows = db.query("SELECT key FROM vault WHERE secret = 1")'
 
 
@@ -145,3 +145,20 @@ def test_fill_workspace_names_another_folder(tmp_path: Path) -> None:
     assert LINE not in json.dumps(own)
     bad = run([*CLI, "fill", str(holed), "--line", "5", "--col", "5", "--workspace", "/nowhere"])
     assert bad.returncode == 2 and "--workspace /nowhere: not a folder" in bad.stderr
+
+
+def test_fill_in_a_language_the_model_does_not_know_shows_drafts_alone(tmp_path: Path) -> None:
+    """As the language server: in Go the builtin model's fills are never shown (it knows
+    Python), the drafts are, from the workspace too."""
+    (tmp_path / ".git").mkdir()
+    body = "\ttotal := a + b\n\treturn total\n}\n"
+    (tmp_path / "sum.go").write_text(f"package m\n\nfunc Sum(a int, b int) int {{\n{body}")
+    holed = tmp_path / "add.go"
+    holed.write_text("package m\n\nfunc Add(a int, b int) int {\n\t\n\treturn total\n}\n")
+    p = run([*CLI, "fill", str(holed), "--line", "4", "--col", "2", "--json"])
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["text"] == "total := a + b" and out["source"] == "workspace", out
+    alone = json.loads(run([*CLI, "fill", str(holed), "--line", "4", "--col", "2", "--json",
+                            "--no-drafts"]).stdout)  # fmt: skip
+    assert alone["raw"] and alone["text"] == "", alone
