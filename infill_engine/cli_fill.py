@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .params import InfillParams, InfillResult
 
+SLOW_INDEX_S = 2.0  # a workspace read for longer is said on stderr, with how to skip it
 QUANTIZE_HELP = "weight-only int8/int4 through torchao (the quant extra); default none"
 
 
@@ -178,6 +179,9 @@ def fill(argv: list[str]) -> int:
     drafting = not (a.raw or a.no_drafts)
     root = None if a.no_workspace or not drafting else a.workspace or folder.root_of(a.file)
     index = folder.read(root) if root is not None else None
+    if index is not None and (index.build_s > SLOW_INDEX_S or index.stopped):
+        print(f"dllm-infill fill: workspace {root}: {index.summary()}, {index.build_s:.1f} s "
+              "(--no-workspace: the file alone)", file=sys.stderr)  # fmt: skip
     carried = folder.drafts_for(index, a.file, text, len(prefix)) if index is not None else []
     if root is not None:  # where a workspace draft came from, relative to the workspace
         carried = [folder.relative(d, root) for d in carried]
