@@ -207,29 +207,45 @@ BAR = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} runs [{elapsed}{pos
 
 
 class TimeLeft:
-    """The time a bench has left: each run estimated from its configuration's warm-up fill
-    (scaled by the span, and by the canvas where no cache keeps it from mattering), the
-    estimates then scaled by what the runs done took against theirs. A run of many minutes
-    (a span of 1024 at one token per pass) counts down while it runs."""
+    """The time a bench has left. Each run is first estimated from its configuration's warm-up
+    fill (`estimate`: scaled by the span, and by the canvas where no cache keeps it from
+    mattering). Once a configuration has run, its later runs are estimated from that run
+    instead (the same scaling); the others' estimates are scaled by what the runs done took
+    against theirs. A run of many minutes (a span of 1024 at one token per pass) counts down
+    while it runs."""
 
-    def __init__(self, estimates: list[float]) -> None:
-        self.estimates = estimates
+    def __init__(self, estimates: list[float], keys: list[object] | None = None) -> None:
+        self.estimates = list(estimates)
+        self.keys = keys if keys is not None else list(range(len(estimates)))  # configurations
+        self.measured: set[int] = set()  # runs whose estimate a run of theirs replaced
         self.done = 0  # runs finished
         self.took = 0.0  # their seconds
+        self.guessed = 0.0  # their estimates when they started
         self.started = time.monotonic()  # the current run's start
 
     def start(self) -> None:
         self.started = time.monotonic()
 
     def finish(self) -> None:
-        self.took += time.monotonic() - self.started
+        i, took = self.done, time.monotonic() - self.started
+        self.took += took
+        self.guessed += self.estimates[i]
+        ratio = took / self.estimates[i] if self.estimates[i] > 0 else 1.0
+        for j in range(i + 1, len(self.estimates)):
+            if self.keys[j] == self.keys[i]:
+                self.estimates[j] *= ratio
+                self.measured.add(j)
         self.done += 1
 
+    def _scaled(self, j: int, scale: float) -> float:
+        return self.estimates[j] * (1.0 if j in self.measured else scale)
+
     def seconds(self) -> float:
-        guessed = sum(self.estimates[: self.done])
-        scale = self.took / guessed if guessed > 0 and self.took > 0 else 1.0
-        rest = sum(self.estimates[self.done + 1 :]) * scale
-        current = self.estimates[self.done] * scale if self.done < len(self.estimates) else 0.0
+        scale = self.took / self.guessed if self.guessed > 0 and self.took > 0 else 1.0
+        rest = sum(self._scaled(j, scale) for j in range(self.done + 1, len(self.estimates)))
+        if self.done >= len(self.estimates):
+            return rest
+        current = self._scaled(self.done, scale)
         return rest + max(current - (time.monotonic() - self.started), 0.0)
 
 
@@ -269,7 +285,8 @@ def run(
     runs = [(s, *config) for s in spans if s <= room for config in rows]
     warm_span, warm = warm_up(engine, prefix, suffix, block_size, rows)
     canvas = len(prefix) + len(suffix)
-    left = TimeLeft([estimate(warm, warm_span, canvas, s, (d, c, t)) for s, d, c, t in runs])
+    left = TimeLeft([estimate(warm, warm_span, canvas, s, (d, c, t)) for s, d, c, t in runs],
+                    [(d, c, t) for _, d, c, t in runs])  # fmt: skip
     base_ids: list[int] = []
     base_nfe, base_ms = 1, 1.0
     eager_ids: list[int] = []

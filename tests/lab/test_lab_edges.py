@@ -41,11 +41,15 @@ def test_the_time_left_follows_the_runs() -> None:
     # no cache: the span and the canvas; a cache: the span alone
     assert estimate(warm, 8, 24, 16, ("fixed", "none", None)) == pytest.approx(2 * 40 / 32)
     assert estimate(warm, 8, 24, 16, ("threshold", "dual", 0.9)) == pytest.approx(1.0)
-    left = TimeLeft([2.0, 4.0])
-    assert left.seconds() == pytest.approx(6.0, abs=0.1)
-    left.took, left.done = 4.0, 1  # the first run took twice its estimate
-    left.started = time.monotonic() - 1.0
-    assert left.seconds() == pytest.approx(8.0 - 1.0, abs=0.1)
+    left = TimeLeft([2.0, 4.0, 3.0], ["a", "b", "a"])
+    assert left.seconds() == pytest.approx(9.0, abs=0.1)
+    left.started = time.monotonic() - 6.0  # "a" takes three times its estimate
+    left.finish()
+    left.start()
+    # the next "a" from the one measured (9 s), "b" scaled by what the runs took (x3)
+    assert left.seconds() == pytest.approx(9.0 + 12.0, abs=0.1)
+    left.started = time.monotonic() - 2.0  # while "b" runs, its time counts down
+    assert left.seconds() == pytest.approx(9.0 + 10.0, abs=0.1)
 
 
 def test_a_gpu_sized_shape_on_a_machine_without_cuda_says_what_it_needs() -> None:
