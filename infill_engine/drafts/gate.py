@@ -21,9 +21,13 @@ the time there. A language with no model of its own gets `OTHER`, fitted on them
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
+
+import grammars
 
 from .draft import Draft
 from .lines import Weights
@@ -86,27 +90,27 @@ class Gate:
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
-# Fitted by `calibrate_drafts --fit-gate` on the standard library's asyncio, email, logging,
-# importlib, concurrent, http and xml (2,100 single-line holes, docs/drafts.md).
-# fmt: off
-GATE_MODEL = Gate(
-    mean=(3.0794, 1.3273, 1.6387, 0.3679, 0.9659, 3.131, 0.3559, 0.2197, 0.1583, 0.2047, 0.4357,
-        0.8958, 0.5017, 0.9499, 0.6881, 0.0012, 0.0674),
-    scale=(1.5306, 1.9549, 0.6986, 0.4824, 1.3066, 0.7431, 0.6162, 0.4142, 0.3652, 0.4036,
-        0.2174, 0.3056, 0.9907, 0.1619, 0.4634, 0.0347, 0.2508),
-    coef=(0.4338, 0.515, -0.2993, 0.2542, 0.231, -0.1151, 0.4381, 0.3702, 0.164, 0.3249, -0.1746,
-        -0.0362, -0.2436, 0.1541, -0.1509, -0.0786, -0.3513),
-    bias=-2.0013,
-    threshold=0.3,
-)
-# fmt: on
-# Python's threshold: on the calibration holes, a draft is then shown at 16.6 % of holes and
-# 59.9 % of those are exact; on held-out Python through the language server, 79 % (docs/drafts.md).
-GATE = GATE_MODEL.threshold
+# The fitted models, by languageId ("other": the rest), written by `calibrate_drafts --fit-gate
+# --write LANG` (docs/drafts.md has the code each came from and its curve).
+GATES_FILE = Path(__file__).resolve().parent.parent / "assets" / "gates.json"
 
-# The other languages' models (calibrate_drafts --language LANG --fit-gate, docs/drafts.md).
-GATES: dict[str, Gate] = {"python": GATE_MODEL}
-OTHER = GATE_MODEL
+
+def _read(path: Path) -> dict[str, Gate]:
+    out = {}
+    for name, g in json.loads(path.read_text(encoding="utf-8")).items():
+        out[name] = Gate(tuple(g["mean"]), tuple(g["scale"]), tuple(g["coef"]), g["bias"],
+                         g["threshold"])  # fmt: skip
+    return out
+
+
+GATES: dict[str, Gate] = _read(GATES_FILE)
+# Python's, fitted on the standard library's asyncio, email, logging, importlib, concurrent,
+# http and xml (2,100 single-line holes). At its threshold, 0.3, a draft is shown at 16.6 % of
+# the calibration holes and 59.9 % of those are exact; on held-out Python through the language
+# server, 79 % (docs/drafts.md).
+GATE_MODEL = GATES["python"]
+GATE = GATE_MODEL.threshold
+OTHER = GATES.get("other", GATE_MODEL)
 # The languageIds that share a model: JSX is JavaScript's, TSX TypeScript's.
 FAMILY = {"javascriptreact": "javascript", "typescriptreact": "typescript"}
 
@@ -114,3 +118,31 @@ FAMILY = {"javascriptreact": "javascript", "typescriptreact": "typescript"}
 def gate_for(language_id: str) -> Gate:
     """The gate of a languageId: its own, its family's, or OTHER."""
     return GATES.get(FAMILY.get(language_id, language_id), OTHER)
+
+
+def passes(found: Sequence[Draft], typed: str, language_id: str, gate: float | None) -> bool:
+    """Whether the best of `found` is shown unasked: its language's model is at least as sure
+    as `gate` (None: that model's threshold), and it says something. A comment alone or a rule
+    of punctuation (`/**`, `// ====`) is never shown unasked: separators recur in every file,
+    so the gate is sure of them, and on held-out TypeScript they were a third of what it showed
+    wrongly."""
+    if not found or decoration(found[0].text, language_id):
+        return False
+    model = gate_for(language_id)
+    return model.confidence(found, typed) >= (model.threshold if gate is None else gate)
+
+
+CLOSERS = frozenset("{}[]();,")
+
+
+def decoration(text: str, language_id: str) -> bool:
+    """A line that is a comment alone (in a language whose comments are known) or a rule: no
+    letter or digit, and more than closing brackets (`}`, `});` close blocks and are shown)."""
+    s = text.strip()
+    if not any(c.isalnum() for c in s):
+        return not set(s) <= CLOSERS
+    spec = grammars.spec(language_id)
+    if spec is None or "\n" in s:
+        return False
+    block = ("/*", "*") if spec.block_style == "brace" else ()
+    return s.startswith((spec.line_comment, *block))

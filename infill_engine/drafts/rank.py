@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .draft import Draft
-from .gate import gate_for
+from .gate import passes
 
 # Drafts scored under this are never shown, even asked for: under it, the calibration holes'
 # best draft was right too rarely to be worth the user's reading (docs/drafts.md).
@@ -53,9 +53,7 @@ def choose(
     confidence the best draft needs (None: the threshold calibrated for `language_id`)."""
     said = {f.strip() for f in fills if f.strip()} if trust_model else set()
     agreed = [d for d in found if d.score >= FLOOR and d.text.strip() in said]
-    model = gate_for(language_id)
-    needed = model.threshold if gate is None else gate
-    sure = list(found[:1]) if model.confidence(found, typed) >= needed else []
+    sure = list(found[:1]) if passes(found, typed, language_id, gate) else []
     over = [
         Choice(d.text, d.source, d.score)
         for d in agreed + sure

@@ -2,9 +2,10 @@
 your choice.
 
     python -m dllm_lab.calibrate_drafts FOLDER [FOLDER ...] [--holes 150] [--fit]
-        [--fit-gate]
+        [--fit-gate] [--language python]
 
-Each folder is a package: single-line holes are cut from its Python files (lab/holes.py:
+Each folder is a package: single-line holes are cut from its files of the language (by their
+extension, grammars/manifest.json; JSX with JavaScript, TSX with TypeScript) (lab/holes.py:
 `statement` and `line`, `--holes` of each per folder), each drafted from its own document and
 the folder's other files (drafts/lines.py, what the language server's index offers), and the
 features of every candidate kept. It prints, for the current weights, the top-1 accuracy, and
@@ -12,30 +13,34 @@ for the drafts as a language server serves them (the workspace's drafted apart f
 document's, merged, finished) the gate's curve (holes shown and the share exact above each
 confidence). With `--fit` it first fits the weights by coordinate ascent on top-1 accuracy
 plus half the precision of the surest 15 %, and prints them; with `--fit-gate` it fits the
-gate's logistic model (drafts/gate.py) on the served drafts and prints it. The shipped
+gate's logistic model (drafts/gate.py) on the served drafts and prints it, its threshold the
+lowest confidence of the curve at which the shown drafts are right `--target` of the time
+(80 %) and at least 2 % of holes are shown. The shipped
 weights and gate (drafts/lines.Weights, drafts/gate.GATE_MODEL) came from the standard
-library's asyncio, email, logging, importlib, concurrent, http and xml packages
-(docs/drafts.md); held-out figures come from eval_drafts.py on other code.
+library's asyncio, email, logging, importlib, concurrent, http and xml packages, the other
+languages' from their own standard libraries and packages (docs/drafts.md); held-out figures
+come from eval_drafts.py on other code.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass, fields, replace
+from dataclasses import asdict, astuple, dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 
 from infill_engine.decide import Seen, finished
 from infill_engine.drafts import candidates, gather
 from infill_engine.drafts.draft import Draft
-from infill_engine.drafts.gate import FEATURES, GATE_MODEL, Gate
+from infill_engine.drafts.gate import FEATURES, GATES_FILE, Gate, decoration, gate_for
 from infill_engine.drafts.gate import features as gate_features
 from infill_engine.drafts.lines import WEIGHTS, Cursor, LineIndex, Occurrence, Weights, occurrences
 from infill_engine.finish.syntax import Around
 
-from .holes import Hole, holes
+from .holes import Hole, holes, source_files
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class Case:
         finishes them (decide.finished) against the whole document."""
         h = self.hole
         workspace = candidates(self.cursor, self.others)
-        found = gather(h.text, h.offset, carried=workspace)
+        found = gather(h.text, h.offset, carried=workspace, python=h.language_id == "python")
         seen = Seen(Around(h.prefix, h.suffix), h.prefix, h.suffix, h.language_id)
         return finished(found, seen)
 
@@ -66,15 +71,9 @@ class Case:
         return d.text.strip() == self.hole.middle.strip()
 
 
-def cases(folder: Path, n: int, seed: int) -> list[Case]:
-    files = {}
-    for p in sorted(folder.rglob("*.py")):
-        if "test" in p.relative_to(folder).as_posix():
-            continue
-        try:
-            files[p] = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
+def cases(folder: Path, n: int, seed: int, language: str = "python") -> list[Case]:
+    files = source_files(folder, language)
+    python = language == "python"
     workspace = {p: LineIndex.build(str(p), "workspace", t) for p, t in files.items()}
     rng = random.Random(seed)
     out: list[Case] = []
@@ -84,13 +83,13 @@ def cases(folder: Path, n: int, seed: int) -> list[Case]:
             if got >= n or not files:
                 break
             path = rng.choice(list(files))
-            found = holes(files[path], "python", kind, rng, 1)
+            found = holes(files[path], language, kind, rng, 1)
             if not found:
                 continue
             hole = found[0]
             row = hole.text.count("\n", 0, hole.offset)
-            doc = LineIndex.build("", "document", hole.text, skip=(row, row + 1))
-            cur = Cursor.at(hole.text, hole.offset)
+            doc = LineIndex.build("", "document", hole.text, skip=(row, row + 1), python=python)
+            cur = Cursor.at(hole.text, hole.offset, python)
             others = [index for q, index in workspace.items() if q != path]
             truth = (cur.typed + hole.middle).strip()
             out.append(Case(cur, truth, occurrences(cur, [doc, *others]), hole, others))
@@ -132,14 +131,15 @@ def fit(data: Sequence[Case], start: Weights, rounds: int = 3) -> Weights:
     return w
 
 
-def fit_gate(data: Sequence[Case], l2: float = 10.0) -> Gate:
+def fit_gate(data: Sequence[Case], l2: float = 10.0, target: float = 0.8) -> Gate:
     """The gate's logistic model, fitted (L-BFGS, an L2 penalty of `l2` on the weights) on the
     holes with drafts as they are served: does the first draft say the missing line exactly?"""
     import torch
 
     rows, right = [], []
     for case in data:
-        if ranked := case.served:
+        ranked = case.served
+        if ranked and not decoration(ranked[0].text, case.hole.language_id):  # never shown
             rows.append([0.0 if x is None else x for x in gate_features(ranked, case.cursor.typed)])
             right.append(float(case.right(ranked[0])))
     x, y = torch.tensor(rows, dtype=torch.float64), torch.tensor(right, dtype=torch.float64)
@@ -157,12 +157,39 @@ def fit_gate(data: Sequence[Case], l2: float = 10.0) -> Gate:
         return value
 
     opt.step(loss)
-    return Gate(
+    fitted = Gate(
         mean=tuple(round(v, 4) for v in mean.tolist()),
         scale=tuple(round(v, 4) for v in scale.tolist()),
         coef=tuple(round(v, 4) for v in coef.detach().tolist()),
         bias=round(float(bias.detach()), 4),
     )
+    return replace(fitted, threshold=threshold(data, fitted, target))
+
+
+THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(2, 20))
+
+
+def threshold(data: Sequence[Case], gate: Gate, target: float, least: float = 0.02) -> float:
+    """The lowest confidence of THRESHOLDS at which the drafts shown are right `target` of the
+    time and at least `least` of the holes are shown (the highest that shows `least`, if none
+    is right that often)."""
+    points = curve(data, gate, THRESHOLDS)
+    some = [(t, exact) for t, shown, exact in points if shown >= least]
+    for t, exact in some:
+        if exact >= target:
+            return t
+    return some[-1][0] if some else THRESHOLDS[-1]
+
+
+def write_gate(name: str, gate: Gate, path: Path = GATES_FILE) -> None:
+    """Keep `gate` in the gates' file under `name`, the others as they were."""
+    gates = json.loads(path.read_text(encoding="utf-8"))
+    gates[name] = asdict(gate)
+    rows = [
+        f'  "{k}": {{\n' + ",\n".join(f'    "{f}": {json.dumps(v)}' for f, v in g.items()) + "\n  }"
+        for k, g in gates.items()
+    ]
+    path.write_text("{\n" + ",\n".join(rows) + "\n}\n", encoding="utf-8")
 
 
 def curve(
@@ -173,7 +200,7 @@ def curve(
     sure = []
     for case in data:
         ranked = case.served
-        if ranked:
+        if ranked and not decoration(ranked[0].text, case.hole.language_id):
             sure.append((gate.confidence(ranked, case.cursor.typed), case.right(ranked[0])))
     out = []
     for t in thresholds:
@@ -190,19 +217,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--fit", action="store_true", help="fit the weights first")
     ap.add_argument("--fit-gate", action="store_true", help="fit the gate's model first")
+    ap.add_argument("--language", default="python",
+                    help="a languageId of the grammars, or several, comma-separated")  # fmt: skip
+    ap.add_argument("--target", type=float, default=0.8, help="the fitted threshold's precision")
+    ap.add_argument("--write", metavar="NAME",
+                    help="with --fit-gate: keep the gate in drafts/gate.py's file under NAME "
+                         "(a languageId, or 'other')")  # fmt: skip
     a = ap.parse_args(argv)
     data: list[Case] = []
     for folder in a.folders:
-        data += cases(folder, a.holes, a.seed)
+        for language in a.language.split(","):
+            data += cases(folder, a.holes, a.seed, language)
     if not data:
         print("calibrate_drafts: no holes found")
         return 1
     weights = fit(data, WEIGHTS) if a.fit else WEIGHTS
     if a.fit:
         print(weights)
-    gate = fit_gate(data) if a.fit_gate else GATE_MODEL
+    gate = fit_gate(data, target=a.target) if a.fit_gate else gate_for(a.language)
     if a.fit_gate:
         print(gate)
+        if a.write:
+            write_gate(a.write, gate)
+            print(f"written to {GATES_FILE} as {a.write!r}")
     top = top1(data, weights)
     right = 100 * sum(ok for _, ok in top) / len(top)
     print(f"{len(data)} holes: the best draft is right for {right:.1f} %")
@@ -211,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     print("gate   shown   exact")
     for t, shown, exact in curve(data, gate, [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]):
         print(f"{t:4.2f} {100 * shown:6.1f} % {100 * exact:5.1f} %")
+    t, shown, exact = curve(data, gate, [gate.threshold])[0]
+    print(f"threshold {t:.2f}: {100 * shown:.1f} % shown, {100 * exact:.1f} % exact")
     return 0
 
 

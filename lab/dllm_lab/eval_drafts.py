@@ -35,7 +35,7 @@ from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
 
 from .bench_lsp import plain
-from .holes import Hole, holes
+from .holes import Hole, holes, source_files
 
 KINDS = ("statement", "line")
 
@@ -46,20 +46,13 @@ def repo_holes(
     seed: int,
     only: Callable[[Path], bool] | None = None,
     kinds: Sequence[str] = KINDS,
+    language: str = "python",
 ) -> list[tuple[Path, Hole]]:
-    """n holes from the repository's non-test Python files (those `only` keeps), as many of each
-    kind (single lines unless `kinds` says otherwise: lab/holes.py)."""
-    files = []
-    for p in sorted(root.rglob("*.py")):
-        rel = p.relative_to(root).as_posix()
-        if "test" in rel or rel.startswith(("docs/", ".")) or (only and not only(p)):
-            continue
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if 0 < len(text) < 200_000:
-            files.append((p, text))
+    """n holes from the repository's files of `language` (those `only` keeps; not tests, docs
+    nor hidden: holes.source_files), as many of each kind (single lines unless `kinds` says
+    otherwise: lab/holes.py)."""
+    found = source_files(root, language)
+    files = [(p, t) for p, t in found.items() if not only or only(p)]
     rng = random.Random(seed)
     out: list[tuple[Path, Hole]] = []
     for kind in kinds:
@@ -67,9 +60,9 @@ def repo_holes(
         while got < n // len(kinds) and tries < n * 20 and files:
             tries += 1
             path, text = rng.choice(files)
-            found = holes(text, "python", kind, rng, 1)
-            if found:
-                out.append((path, found[0]))
+            cut = holes(text, language, kind, rng, 1)
+            if cut:
+                out.append((path, cut[0]))
                 got += 1
     return out
 
@@ -139,7 +132,9 @@ async def ask_all(
             for kind in (lsp.InlineCompletionTriggerKind.Automatic,
                          lsp.InlineCompletionTriggerKind.Invoked):  # fmt: skip
                 # opened afresh for each: closing forgets the items kept for typing ahead
-                doc = lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=hole.text)
+                doc = lsp.TextDocumentItem(
+                    uri=uri, language_id=hole.language_id, version=1, text=hole.text
+                )
                 client.text_document_did_open(lsp.DidOpenTextDocumentParams(text_document=doc))
                 params = lsp.InlineCompletionParams(
                     text_document=lsp.TextDocumentIdentifier(uri=uri),
@@ -168,16 +163,36 @@ async def run_mode(
     exact = sum(a.invoked is not None and a.invoked.strip() == t for a, t in pairs)
     shown = [(a.automatic, t) for a, t in pairs if a.automatic is not None]
     right = sum(text.strip() == t for text, t in shown)
-    n = len(cases)
     return {
-        "holes": n,
-        "invoked_exact": exact / n if n else 0.0,
-        "automatic_shown": len(shown) / n if n else 0.0,
-        "automatic_precision": right / len(shown) if shown else None,
+        **rates({"holes": len(cases), "exact": exact, "shown": len(shown), "right": right}),
         "invoked_p50_ms": statistics.median(a.invoked_ms for a in answers) if answers else None,
         "sources": status.get("shown"),
         "workspace": status.get("workspace"),
     }
+
+
+def rates(counts: dict[str, int]) -> dict[str, Any]:
+    """The counts (holes, exact invoked, automatic shown and right among them) and their
+    shares."""
+    n, shown = counts["holes"], counts["shown"]
+    return {
+        **counts,
+        "invoked_exact": counts["exact"] / n if n else 0.0,
+        "automatic_shown": shown / n if n else 0.0,
+        "automatic_precision": counts["right"] / shown if shown else None,
+    }
+
+
+def _row(mode: str, r: dict[str, Any]) -> str:
+    keys = ("invoked_exact", "automatic_shown", "automatic_precision")
+    cells = [_pct(r[k]) for k in keys]
+    ms = f"{r['invoked_p50_ms']:>8.0f}" if r.get("invoked_p50_ms") is not None else f"{'':>8}"
+    return f"  {mode:<7} {cells[0]:>14} {cells[1]:>11} {cells[2]:>11} {ms}"
+
+
+_HEADER = (
+    f"  {'drafts':<7} {'invoked exact':>14} {'auto shown':>11} {'auto exact':>11} {'p50 ms':>8}"
+)
 
 
 def humaneval(model: str, limit: int | None) -> dict[str, float]:
@@ -219,7 +234,8 @@ def _pct(x: float | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dllm_lab.eval_drafts",
                                  description=__doc__.split("\n\n")[0])  # fmt: skip
-    ap.add_argument("repos", nargs="*", type=Path, help="repository folders (Python)")
+    ap.add_argument("repos", nargs="*", type=Path, help="repository folders")
+    ap.add_argument("--language", default="python", help="the languageId of the holes")
     ap.add_argument("--holes", type=int, default=100, help="holes per repository")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -237,20 +253,27 @@ def main(argv: list[str] | None = None) -> int:
         if not root.is_dir():
             print(f"eval-drafts: {root} is not a folder", file=sys.stderr)
             return 2
-        cases = repo_holes(root, a.holes, a.seed, kinds=a.kinds.split(","))
+        cases = repo_holes(root, a.holes, a.seed, kinds=a.kinds.split(","), language=a.language)
         report[root.name] = {
             mode: asyncio.run(run_mode(root, cases, mode == "on", server, a.model))
             for mode in ("off", "on")
         }
-        print(f"{root.name} ({len(cases)} holes)")
-        print(f"  {'drafts':<7} {'invoked exact':>14} {'auto shown':>11} {'auto exact':>11} "
-              f"{'p50 ms':>8}")  # fmt: skip
+        print(f"{root.name} ({len(cases)} {a.language} holes)")
+        print(_HEADER)
         for mode, r in report[root.name].items():
-            keys = ("invoked_exact", "automatic_shown", "automatic_precision")
-            cells = [_pct(r[k]) for k in keys]
-            ms = r["invoked_p50_ms"] or 0
-            print(f"  {mode:<7} {cells[0]:>14} {cells[1]:>11} {cells[2]:>11} {ms:>8.0f}")
+            print(_row(mode, r))
         sys.stdout.flush()
+    if len(a.repos) > 1:
+        keys = ("holes", "exact", "shown", "right")
+        pooled = {
+            mode: rates({k: sum(r[mode][k] for r in report.values()) for k in keys})
+            for mode in ("off", "on")
+        }
+        report["all"] = pooled
+        print(f"all ({pooled['on']['holes']} {a.language} holes)")
+        print(_HEADER)
+        for mode, r in pooled.items():
+            print(_row(mode, r))
     if a.humaneval:
         he = humaneval(a.model, a.humaneval)
         report["humaneval-single-line"] = he

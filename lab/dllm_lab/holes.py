@@ -5,6 +5,8 @@ placed as an editor user would have it:
 - line: a line cut after its first word, the cursor at the cut, the rest of the line removed;
 - expression: the inside of a one-line bracket pair, the cursor just after the opener;
 - statement: a one-line statement among others, removed, its indentation left on a blank line;
+- whole_line (EXTRA_KINDS): any line of code (not blank, not a comment), removed as a statement
+  is: one line deleted from a file (`}` and `} else {` included);
 - function_body / block_body: the statements of a body of 2-40 lines removed, the cursor on a
   blank line at the body's indentation (brace languages keep their braces);
 - empty_body: (brace languages) the inside of a function body removed, the cursor between `{}`.
@@ -22,11 +24,16 @@ import random
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import grammars
+from infill_engine.drafts.gate import FAMILY
 from infill_engine.stop import indent_width
 
 HOLE_KINDS = ("line", "expression", "statement", "function_body", "block_body", "empty_body")
+# Cut like a statement but not a kind the planner names (it plans such a hole as `statement`):
+# for the drafts' evaluations.
+EXTRA_KINDS = ("whole_line",)
 _WORD = re.compile(r"\w+|[^\w\s]")
 
 
@@ -74,6 +81,7 @@ def holes(text: str, language_id: str, kind: str, rng: random.Random, n: int) ->
         "line": _line_holes,
         "expression": _expression_holes,
         "statement": _statement_holes,
+        "whole_line": _whole_line_holes,
         "function_body": lambda t, lang: _body_holes(t, lang, "functions", "body"),
         "block_body": lambda t, lang: _body_holes(t, lang, "blocks", "block"),
         "empty_body": _empty_body_holes,
@@ -81,6 +89,32 @@ def holes(text: str, language_id: str, kind: str, rng: random.Random, n: int) ->
     found = list(make(text, language_id))
     rng.shuffle(found)
     return found[:n]
+
+
+def of_language(path: Path, language: str) -> bool:
+    """Whether a file is of `language` by its extension (JSX counts as JavaScript, TSX as
+    TypeScript)."""
+    found = grammars.language_for_path(path.name)
+    return found is not None and FAMILY.get(found, found) == language
+
+
+def source_files(folder: Path, language: str, limit: int = 200_000) -> dict[Path, str]:
+    """The folder's files of `language`, under `limit` characters, as text: not tests, nor
+    docs, nor anything hidden."""
+    files = {}
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        if "test" in rel or rel.startswith("docs/") or "/." in f"/{rel}":
+            continue
+        if not of_language(p, language) or not p.is_file():
+            continue
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if 0 < len(text) < limit:
+            files[p] = text
+    return files
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:
@@ -110,6 +144,15 @@ def _line_holes(text: str, language_id: str) -> Iterator[Hole]:
         middle = line[cut:].rstrip()
         doc = text[: pos + cut] + text[pos + len(line.rstrip()) :]
         yield Hole("line", language_id, doc, pos + cut, middle)
+
+
+def _whole_line_holes(text: str, language_id: str) -> Iterator[Hole]:
+    for pos, line in _lines(text):
+        if not _is_code(line, language_id):
+            continue
+        start = pos + len(line) - len(line.lstrip(" \t"))
+        end = pos + len(line.rstrip())
+        yield Hole("whole_line", language_id, text[:start] + text[end:], start, text[start:end])
 
 
 def _expression_holes(text: str, language_id: str) -> Iterator[Hole]:

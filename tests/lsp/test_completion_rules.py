@@ -105,11 +105,15 @@ def test_a_multi_line_item_takes_the_document_indentation(dream_engine: Any) -> 
 
 
 def test_the_editor_formatting_options_win(dream_engine: Any) -> None:
-    doc = "def f(xs):\n    for x in xs:\n        |\n"
-    written = "if x:\n            print(x)"
+    """The model's 4-space levels become the editor's 2-space ones. (In a document indented
+    otherwise than the editor says, the result would not compile, and the finish drops it.)"""
+    doc = "def f(xs):\n  for x in xs:\n    |\n"
+    written = "if x:\n            print(x)"  # three levels of the model's 4 spaces
     texts, _ = complete(dream_engine, doc, written, invoked=True, indent=Indent(" ", 2))
-    # 4-space levels (the model's, read with the cursor line) become 2-space ones
     assert texts == ["if x:\n      print(x)"]
+    clash = "def f(xs):\n    for x in xs:\n        |\n"
+    texts, _ = complete(dream_engine, clash, written, invoked=True, indent=Indent(" ", 2))
+    assert texts == []
 
 
 def test_postprocess_uses_the_given_unit_over_the_detected_one() -> None:
@@ -196,6 +200,17 @@ def test_every_language_by_default_the_models_fills_only_in_its_own(dream_engine
     python = "def f(a):\n    |\n"
     texts, backend = complete(dream_engine, python, "return a", True)
     assert backend.calls == 1 and texts[0] == "return a"
+
+
+def test_a_language_with_no_grammar_gets_drafts(dream_engine: Any) -> None:
+    """Plain text and a language with no grammar: drafts with the generic finish (no syntax
+    check to run, the repetition cut still does), and no model pass (the builtin model knows
+    Python alone)."""
+    doc = "Deploy steps\n- run make release on the build host\n\nRollback\n|\n"
+    for language in ("plaintext", "ruby"):
+        texts, backend = complete(dream_engine, doc, "wo.g.g.g", True, language)
+        assert backend.calls == 0
+        assert texts and set(texts) <= {"Deploy steps", "- run make release on the build host"}
 
 
 def test_a_snooze_stops_automatic_completions_only(dream_engine: Any) -> None:
