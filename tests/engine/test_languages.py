@@ -30,7 +30,7 @@ def test_the_builtin_model_knows_python_alone() -> None:
         (
             "tags: [javascript, typescript, text-generation]\n",
             {"javascript", "javascriptreact", "typescript", "typescriptreact"},
-        ),  # fmt: skip
+        ),
         ("programming_languages: c++\n", {"cpp"}),
         ("language: [en, zh]\nlicense: mit\n", None),  # no language of code: every language
         ("tags: [: not yaml\n", None),
