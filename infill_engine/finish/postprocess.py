@@ -61,6 +61,9 @@ _CLOSERS = frozenset(")]}>\"'`,;:.")
 # How much text either side of the cursor tells the document's line ending, and its
 # indentation (a few hundred lines suffice, and detection is the costliest step).
 _WINDOW = 65_536
+# The prefix whose open brackets the suffix's closers are read against (a bracket opened
+# further out is not seen, and the closers are then dropped as before).
+_BRACKET_WINDOW = 8000
 _INDENT_WINDOW = 8_192
 
 
@@ -226,11 +229,17 @@ def _drop_repeated_line(completion: str, suffix: str) -> str:
 _PAIRS = dict(zip(CLOSERS, OPENERS, strict=True))  # ")" -> "("
 
 
-def drop_closed_brackets(completion: str, suffix: str, comment: str = "#") -> str:
+def drop_closed_brackets(
+    completion: str, suffix: str, comment: str = "#", prefix: str | None = None
+) -> str:
     """Remove the closing brackets at the end of the completion (with the whitespace among and
     before them) that close brackets opened before the cursor, when the suffix, past its
     whitespace, closes them already in the same order (`a,\\n  b)` before `\\n)`: `a,\\n  b`).
-    `comment` is the language's line comment mark (lexer.py): a bracket in it is no bracket."""
+    With the `prefix`, not where the suffix's closers are those of brackets opened further out:
+    in `x = f({` + `a: { b: 1 }` before `\\n})`, the `}` closes the `{` of `a: {` and the
+    suffix's `})` the two around it (kept, the suffix's run reads the same as the brackets left
+    open; dropped, it would not). `comment` is the language's line comment mark (lexer.py): a
+    bracket in it is no bracket."""
     closers = _brackets(completion, comment)[1]
     end = len(completion.rstrip())
     run: list[int] = []
@@ -245,10 +254,30 @@ def drop_closed_brackets(completion: str, suffix: str, comment: str = "#") -> st
     following = "".join(suffix[: len(needed) * 64].split())
     if not following.startswith(needed):
         return completion
+    if prefix is not None and _closes_outer(prefix, len(run), following, comment):
+        return completion
     return completion[:end].rstrip(" \t\n") if completion[:end].strip() else ""
 
 
-def drop_suffix_overlap(completion: str, suffix: str, comment: str = "#") -> str:
+def _closes_outer(prefix: str, kept: int, following: str, comment: str) -> bool:
+    """Whether the suffix's leading closers (`following`, whitespace removed) close exactly
+    the brackets the prefix leaves open once the completion's last `kept` closers have closed
+    its innermost ones, and not those innermost ones themselves."""
+    opened = _brackets(prefix[-_BRACKET_WINDOW:], comment)[0]
+    closers = {o: c for c, o in _PAIRS.items()}
+    run = ""
+    for ch in following:
+        if ch not in _PAIRS:
+            break
+        run += ch
+    after_kept = "".join(closers[o] for o in reversed(opened[: len(opened) - kept]))
+    after_drop = "".join(closers[o] for o in reversed(opened))
+    return after_kept.startswith(run) and not after_drop.startswith(run)
+
+
+def drop_suffix_overlap(
+    completion: str, suffix: str, comment: str = "#", prefix: str | None = None
+) -> str:
     """Remove what the model repeated from the start of the suffix.
 
     (a) The longest tail of the completion that equals a head of the suffix, when that tail is
@@ -258,7 +287,7 @@ def drop_suffix_overlap(completion: str, suffix: str, comment: str = "#") -> str
     counts when its indentation matches too. An overlap of whitespace alone is never cut.
     """
     text = _drop_repeated_line(_drop_repeated_tail(completion, suffix, comment), suffix)
-    return drop_closed_brackets(text, suffix, comment)
+    return drop_closed_brackets(text, suffix, comment, prefix)
 
 
 def trim_trailing_blank(completion: str) -> str:
@@ -339,7 +368,7 @@ def postprocess(
         indent = detect_indent(nearby, default=source)
     text = reindent(text, source, indent)
     lf_suffix = _lf(suffix)
-    text = drop_suffix_overlap(text, lf_suffix, comment)
+    text = drop_suffix_overlap(text, lf_suffix, comment, _lf(prefix))
     text = trim_trailing_blank(text) if block else _trim(text, lf_suffix)
     text = _no_doubled_space(text, prefix)
     if not text.strip():

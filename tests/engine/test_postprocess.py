@@ -243,3 +243,19 @@ def test_a_repetition_loop_is_cut_where_it_starts() -> None:
     # a ruler and a few copies are not loops
     assert postprocess("# " + "-" * 60, prefix, suffix) == "# " + "-" * 60
     assert postprocess("x = [0, 0, 0]", prefix, suffix) == "x = [0, 0, 0]"
+
+
+def test_a_closer_of_a_bracket_opened_on_the_line_is_kept_where_the_suffix_closes_outer_ones() -> (
+    None
+):
+    """`app: { configurable: true,` + `... value: app }` before `\n})`: the completion's `}`
+    closes `app: {`, the suffix's `})` the `Object.create(req, {` around it. Dropped, the
+    document would leave a `{` open (held-out express.js, a draft shown without its `}`)."""
+    prefix = "app.request = Object.create(req, {\n  app: { configurable: true,"
+    suffix = "\n})\n"
+    kept = drop_suffix_overlap(" value: app }", suffix, "//", prefix)
+    assert kept == " value: app }"
+    # the suffix closing the completion's own bracket: dropped, as without the prefix
+    call = "x = f(a,"
+    assert drop_suffix_overlap("\n  b)", "\n)\n", "#", call) == "\n  b"
+    assert drop_suffix_overlap(" value: app }", suffix, "//") == " value: app"
