@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import cli_args
+from . import cli_args, languages
 from .params import CACHE_MODES, DECODE_POLICIES
 
 if TYPE_CHECKING:
@@ -57,10 +57,12 @@ def fill_at(
     carried: Sequence[Draft] = (),
     raw: bool = False,
     drafting: bool = True,
+    model_languages: Sequence[str] | None = None,
 ) -> Shown:
     """The hole at `offset` of `text`: the model's fill (the span planner asked where the span
     is "auto"), and with `drafting` the drafts of the text and the workspace's `carried` ones,
-    decided as an invoked request is (`raw`: the model's bare text)."""
+    decided as an invoked request is (`raw`: the model's bare text; `model_languages`: the
+    languages whose fills are shown, None: what the model's card says)."""
     from . import planner
     from .drafts import gather
 
@@ -74,21 +76,20 @@ def fill_at(
     if raw:
         return Shown(r.text, "model", r, [])
     found = gather(text, offset, carried=carried, python=language == "python") if drafting else []
-    return _decided(r, text, offset, language, found, model, plan.kind if plan else "")
+    knows = languages.knows(languages.model_languages(model, model_languages), language)
+    return _decided(r, text, offset, language, found, model, plan.kind if plan else "", knows)
 
 
 def _decided(
     r: InfillResult, text: str, offset: int, language: str, found: list[Draft], model: str,
-    kind: str,
+    kind: str, knows: bool,
 ) -> Shown:  # fmt: skip
     """What an editor shows for an invoked request (decide.py: the fill and the drafts
     finished against the whole file, ranked and gated as the language server does)."""
     from .decide import Policy, Seen, decide, trusted
-    from .languages import knows, model_languages
 
     # as the language server: the model's fills shown only in the languages it knows
-    policy = Policy(automatic=False, trust_model=trusted(model),
-                    model_knows=knows(model_languages(model), language))  # fmt: skip
+    policy = Policy(automatic=False, trust_model=trusted(model), model_knows=knows)
     best = decide([r.text], found, Seen.whole(text, offset, language, kind), policy)
     if not best:
         note = ("nothing to show: an editor would show no completion here (the model's text: "
@@ -135,6 +136,9 @@ def parser() -> argparse.ArgumentParser:
                        help="draft from this folder's files too (default: the repository the "
                        "file is in, else its folder)")  # fmt: skip
     where.add_argument("--no-workspace", action="store_true", help="draft from the file alone")
+    ap.add_argument("--model-languages", type=cli_args.listed(str), metavar="IDS",
+                    help="languageIds the model knows, comma-separated: its fill is shown "
+                    "only in these (default: its card's; the builtin model: python)")  # fmt: skip
     return ap
 
 
@@ -186,7 +190,7 @@ def fill(argv: list[str]) -> int:
     if root is not None:  # where a workspace draft came from, relative to the workspace
         carried = [folder.relative(d, root) for d in carried]
     shown = fill_at(engine, text, len(prefix), language, params, a.model, carried, a.raw,
-                    drafting)  # fmt: skip
+                    drafting, a.model_languages)  # fmt: skip
     if shown.note:
         print(f"dllm-infill fill: {shown.note}", file=sys.stderr)
     if a.json:

@@ -162,3 +162,13 @@ def test_fill_in_a_language_the_model_does_not_know_shows_drafts_alone(tmp_path:
     alone = json.loads(run([*CLI, "fill", str(holed), "--line", "4", "--col", "2", "--json",
                             "--no-drafts"]).stdout)  # fmt: skip
     assert alone["raw"] and alone["text"] == "", alone
+
+
+def test_fill_model_languages_says_where_the_models_fill_is_shown() -> None:
+    """The README's hole, drafts off: the builtin model's fill is shown in Python, and not
+    once the setting says the model knows Go alone."""
+    base = [*demo_command(), "--no-drafts", "--json"]
+    shown = json.loads(run(base).stdout)
+    assert shown["text"] and shown["source"] == "model", shown
+    told = json.loads(run([*base, "--model-languages", "go"]).stdout)
+    assert told["raw"] == shown["raw"] and told["text"] == "", told
