@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -351,3 +352,18 @@ def test_train_never_writes_into_the_package_unless_asked(tmp_path: Path) -> Non
     link.symlink_to(BUILTIN_DIR)
     assert inside_package(link) and inside_package(PACKAGE / "assets" / "new")
     assert not inside_package(tmp_path / "model")
+
+
+def test_a_short_train_run_shows_its_own_time_left(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A million steps asked and a 4-second budget: the bar's time left is seconds, not the
+    million steps' hours."""
+    budget_s = 4.0
+    cfg = tiny_config(seq_len=32, batch_size=2, steps=1_000_000, minutes=budget_s / 60)
+    code = "def area(w, h):\n    return w * h\n\n\nclass Box:\n    pass\n" * 4
+    files = [SourceFile(f"pkg/m{i}.py", code.replace("Box", f"Box{i}")) for i in range(4)]
+    train(cfg, tmp_path / "m", files=files, progress=True)
+    err = capfd.readouterr().err
+    left = [int(m) * 60 + int(s) for m, s in re.findall(r"left=(\d+):(\d\d)", err)]
+    assert left and max(left) <= budget_s + 1, err[-2000:]
