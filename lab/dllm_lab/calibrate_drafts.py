@@ -11,8 +11,10 @@ the folder's other files (drafts/lines.py, what the language server's index offe
 features of every candidate kept. It prints, for the current weights, the top-1 accuracy, and
 for the drafts as a language server serves them (the workspace's drafted apart from the
 document's, merged, finished) the gate's curve (holes shown and the share exact above each
-confidence). With `--fit` it first fits the weights by coordinate ascent on top-1 accuracy
-plus half the precision of the surest 15 %, and prints them; with `--fit-gate` it fits the
+confidence; a hole inside a comment or a string, where the language server answers no
+automatic trigger, is never shown). With `--fit` it first fits the weights by coordinate
+ascent on top-1 accuracy plus half the precision of the surest 15 %, and prints them; with
+`--fit-gate` it fits the
 gate's logistic model (drafts/gate.py) on the served drafts and prints it, its threshold the
 lowest confidence of the curve at which the shown drafts are right `--target` of the time
 (80 %) and at least 2 % of holes are shown. The shipped
@@ -32,6 +34,7 @@ from dataclasses import asdict, astuple, dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 
+import grammars
 from infill_engine.decide import Seen, finished
 from infill_engine.drafts import candidates, gather
 from infill_engine.drafts.draft import Draft
@@ -39,6 +42,7 @@ from infill_engine.drafts.gate import FEATURES, GATES_FILE, Gate, decoration, ga
 from infill_engine.drafts.gate import features as gate_features
 from infill_engine.drafts.lines import WEIGHTS, Cursor, LineIndex, Occurrence, Weights, occurrences
 from infill_engine.finish.syntax import Around
+from lsp_server.completion.cursor import in_comment_or_string
 
 from .holes import Hole, holes, source_files
 
@@ -54,6 +58,16 @@ class Case:
     found: list[Occurrence]
     hole: Hole
     others: list[LineIndex]
+
+    @cached_property
+    def automatic(self) -> bool:
+        """Whether an automatic trigger is answered here at all: the language server answers
+        none inside a comment or a string (completion/cursor.py), so the gate never sees such
+        a hole (a line cut inside a string literal)."""
+        h = self.hole
+        parser = grammars.parser(h.language_id)
+        tree = parser.parse(h.text.encode("utf-8")) if parser is not None else None
+        return not in_comment_or_string(tree, h.text, h.offset)
 
     @cached_property
     def served(self) -> list[Draft]:
@@ -138,7 +152,7 @@ def fit_gate(data: Sequence[Case], l2: float = 10.0, target: float = 0.8) -> Gat
 
     rows, right = [], []
     for case in data:
-        ranked = case.served
+        ranked = case.served if case.automatic else []
         if ranked and not decoration(ranked[0].text, case.hole.language_id):  # never shown
             rows.append([0.0 if x is None else x for x in gate_features(ranked, case.cursor.typed)])
             right.append(float(case.right(ranked[0])))
@@ -199,7 +213,7 @@ def curve(
     the drafts as they are served."""
     sure = []
     for case in data:
-        ranked = case.served
+        ranked = case.served if case.automatic else []
         if ranked and not decoration(ranked[0].text, case.hole.language_id):
             sure.append((gate.confidence(ranked, case.cursor.typed), case.right(ranked[0])))
     out = []
