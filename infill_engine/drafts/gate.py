@@ -12,11 +12,12 @@ fitted on standard-library holes (`python -m dllm_lab.calibrate_drafts FOLDER...
 An automatic trigger shows the best draft when its confidence is at least the gate: the
 setting (`drafts.gate`) when there is one, else the threshold calibrated for the document's
 language (`Gate.threshold`; Python's is `GATE`). Code repeats itself differently in each
-language (Go's `if err != nil {` and Rust's `}` close most blocks alike; Python's lines are
-longer), so each language of the grammars has a model of its own, fitted on that language's
-standard library or its best-known packages (`calibrate_drafts --language LANG --fit-gate`,
+language (Go's `if err != nil {` recurs everywhere, C's functions come in near-copies), so
+each language of the grammars has a model of its own, fitted on that language's standard
+library or its best-known packages (`calibrate_drafts --language LANG --fit-gate`,
 docs/drafts.md), and its threshold is the lowest at which the shown drafts were right 80 % of
-the time there. A language with no model of its own gets `OTHER`, fitted on them all.
+the time there. A language with no model of its own gets `OTHER`, fitted on them all. A
+comment alone or a rule of punctuation is never shown unasked (`decoration`).
 """
 
 from __future__ import annotations
@@ -106,8 +107,7 @@ def _read(path: Path) -> dict[str, Gate]:
 GATES: dict[str, Gate] = _read(GATES_FILE)
 # Python's, fitted on the standard library's asyncio, email, logging, importlib, concurrent,
 # http and xml (2,100 single-line holes). At its threshold, 0.3, a draft is shown at 16.6 % of
-# the calibration holes and 59.9 % of those are exact; on held-out Python through the language
-# server, 79 % (docs/drafts.md).
+# the calibration holes and 59.9 % of those are exact (docs/drafts.md has it on held-out code).
 GATE_MODEL = GATES["python"]
 GATE = GATE_MODEL.threshold
 OTHER = GATES.get("other", GATE_MODEL)

@@ -14,10 +14,9 @@ document's, merged, finished) the gate's curve (holes shown and the share exact 
 confidence; a hole inside a comment or a string, where the language server answers no
 automatic trigger, is never shown). With `--fit` it first fits the weights by coordinate
 ascent on top-1 accuracy plus half the precision of the surest 15 %, and prints them; with
-`--fit-gate` it fits the
-gate's logistic model (drafts/gate.py) on the served drafts and prints it, its threshold the
-lowest confidence of the curve at which the shown drafts are right `--target` of the time
-(80 %) and at least 2 % of holes are shown. The shipped
+`--fit-gate` it fits the gate's logistic model (drafts/gate.py) on the served drafts and
+prints it, its threshold the lowest confidence of the curve at which the shown drafts are
+right `--target` of the time (80 %) and at least 2 % of holes are shown. The shipped
 weights and gate (drafts/lines.Weights, drafts/gate.GATE_MODEL) came from the standard
 library's asyncio, email, logging, importlib, concurrent, http and xml packages, the other
 languages' from their own standard libraries and packages (docs/drafts.md); held-out figures
