@@ -108,7 +108,10 @@ SETTING_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "stats.slowMs": st.one_of(st.integers(-1, 70_000), st.floats(-1, 1e9)),
     "debounceMs": st.one_of(st.integers(-1, 2000), st.floats(-1, 70_000)),
     "candidates": st.integers(0, 9),
-    "languages": st.lists(st.sampled_from(["python", "rust", "", "javascript"]), max_size=3),
+    "languages": st.lists(st.sampled_from(["python", "rust", "", "javascript", "*"]), max_size=3),
+    "modelLanguages": st.one_of(
+        st.none(), st.lists(st.sampled_from(["python", "go", ""]), max_size=2)
+    ),
     "drafts.enabled": st.one_of(st.booleans(), st.none(), st.just(1)),
     "drafts.gate": st.one_of(st.none(), st.floats(-2, 2)),
     "drafts.trustModel": st.one_of(st.booleans(), st.none(), st.just("yes")),
