@@ -145,9 +145,10 @@ class Completer:
         if not policy.model_shown and not drafting:
             return []  # the model's fills cannot be shown here, and there are no drafts
         if not policy.model_shown:
-            # None of the model's fills could be shown (an automatic trigger, an untrusted
-            # model): no model pass, the drafts alone, from the document and the chunks, found
-            # and decided off the event loop (the syntax check reads the whole document).
+            # None of the model's fills could be shown (an automatic trigger and an untrusted
+            # model, or a language the model does not know): no model pass, the drafts alone,
+            # from the document and the chunks, found and decided off the event loop (the
+            # syntax check reads the whole document).
             python = ask.language_id == "python"  # Python's imports are read for Python alone
 
             def drafts_alone() -> list[Choice]:
