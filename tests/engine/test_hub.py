@@ -58,7 +58,7 @@ def test_sharded_download_fetches_only_what_the_loader_reads(hub: HubStandIn) ->
     assert path.is_relative_to(Path(os.environ["HF_HOME"]) / "hub" / "models--org--tiny")
     assert downloads(hub) == {
         "config.json", "model.safetensors.index.json", *SHARDS, "tokenizer.json",
-        "tokenizer_config.json",
+        "tokenizer_config.json", "README.md",  # the card: which languages it knows
     }  # fmt: skip
     assert not (path / "pytorch_model.bin").exists() and not (path / "modeling_dream.py").exists()
     assert seen and seen[-1].endswith("(100%)") and "org/tiny" in seen[-1]
@@ -298,7 +298,8 @@ def test_a_full_disk_says_what_it_needs_and_the_next_run_resumes(
     repo = Path(hf_home) / "hub" / "models--org--tiny"
     snapshot = next((repo / "snapshots").iterdir())
     held = {p.name: p.read_bytes() for p in snapshot.iterdir()}
-    assert held and all(data == dream_files[n] for n, data in held.items())
+    cards = {"README.md": b"# tiny"}  # the hub fixture's model card
+    assert held and all(data == {**dream_files, **cards}[n] for n, data in held.items())
     assert not [p for p in SHARDS if sizes[p] >= limit and p in held]
     assert not list((repo / "blobs").glob("*.incomplete"))
     hub.requests.clear()
@@ -307,7 +308,7 @@ def test_a_full_disk_says_what_it_needs_and_the_next_run_resumes(
     assert fetched == {n for n in SHARDS if sizes[n] >= limit}  # the shard that fit is kept
     assert {p.name: p.read_bytes() for p in snapshot.iterdir()} == {
         n: b for n, b in dream_files.items() if n.endswith(".json") or n in SHARDS
-    }
+    } | cards
     assert load("org/tiny", device="cpu").family == "dream"
 
 

@@ -18,6 +18,7 @@ HOLE = "local function greet(name)\n  "
 URI = "file:///work/big.lua"
 SETTINGS = {
     "languages": ["lua"],
+    "modelLanguages": ["lua"],  # the builtin model's card says Python: its fills run here too
     "candidates": 1,
     "decode": {"policy": "fixed", "span": 8, "maxSpan": 8},
 }
