@@ -68,6 +68,13 @@ class Case:
         tree = parser.parse(h.text.encode("utf-8")) if parser is not None else None
         return not in_comment_or_string(tree, h.text, h.offset)
 
+    @property
+    def gated(self) -> list[Draft]:
+        """The served drafts where the gate reads them, else none: an automatic trigger is
+        answered here, and the best draft is no comment or rule (never shown unasked)."""
+        ranked = self.served if self.automatic else []
+        return ranked if ranked and not decoration(ranked[0].text, self.hole.language_id) else []
+
     @cached_property
     def served(self) -> list[Draft]:
         """The drafts as a language server serves them (the shipped weights): the workspace's
@@ -151,8 +158,7 @@ def fit_gate(data: Sequence[Case], l2: float = 10.0, target: float = 0.8) -> Gat
 
     rows, right = [], []
     for case in data:
-        ranked = case.served if case.automatic else []
-        if ranked and not decoration(ranked[0].text, case.hole.language_id):  # never shown
+        if ranked := case.gated:
             rows.append([0.0 if x is None else x for x in gate_features(ranked, case.cursor.typed)])
             right.append(float(case.right(ranked[0])))
     x, y = torch.tensor(rows, dtype=torch.float64), torch.tensor(right, dtype=torch.float64)
@@ -212,8 +218,7 @@ def curve(
     the drafts as they are served."""
     sure = []
     for case in data:
-        ranked = case.served if case.automatic else []
-        if ranked and not decoration(ranked[0].text, case.hole.language_id):
+        if ranked := case.gated:
             sure.append((gate.confidence(ranked, case.cursor.typed), case.right(ranked[0])))
     out = []
     for t in thresholds:

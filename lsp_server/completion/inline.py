@@ -61,8 +61,6 @@ class Completer:
         self.sources: dict[str, int] = {}  # items shown, by source ("model", "document", ...)
         self._sources: dict[str, dict[str, str]] = {}  # uri -> the latest items' sources
         self.drafted_only = 0  # requests decided on the drafts alone, with no model pass
-        self._known: tuple[tuple[str, bool, tuple[str, ...] | None], frozenset[str] | None] | None
-        self._known = None
 
     def configure(self, opts: Options) -> None:
         self.debounce.base_ms = opts.completion.debounce_ms
@@ -115,20 +113,15 @@ class Completer:
         model does not know (languages.py), its fills are never shown."""
         setting, engine = opts.drafts.trust_model, opts.engine
         trust = trusted(engine.model, engine.address is not None, setting)
-        knows = languages.knows(self.model_languages(opts), ask.language_id)
+        # a card is read once per model (languages.model_languages caches it)
+        known = languages.model_languages(
+            engine.model, engine.languages, engine.address is not None
+        )
+        knows = languages.knows(known, ask.language_id)
         return Policy(
             not ask.invoked, trust or not opts.drafts.enabled, opts.drafts.gate, ask.indent,
             model_knows=knows,
         )  # fmt: skip
-
-    def model_languages(self, opts: Options) -> frozenset[str] | None:
-        """The languages the model knows (languages.py), read once per model and setting."""
-        engine = opts.engine
-        key = (engine.model, engine.address is not None, engine.languages)
-        if self._known is None or self._known[0] != key:
-            found = languages.model_languages(engine.model, engine.languages, key[1])
-            self._known = (key, found)
-        return self._known[1]
 
     async def _from_model(self, ask: Ask, opts: Options) -> list[str]:
         ctx = opts.context
