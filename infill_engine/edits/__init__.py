@@ -3,7 +3,8 @@
 history.py: a document's recent edits, coalesced and bounded (the language server feeds it).
 suggestion.py: one proposed edit, with its kind and score, and the gate that shows at most one.
 structure.py: candidates from structure, no model: references of a renamed name, lines of the
-same shape, twins of a deletion.
+same shape, call sites of a changed signature, twins of a deletion.
+tokens.py: the tokens and shapes those rules compare lines by.
 """
 
 from .history import Edit, History

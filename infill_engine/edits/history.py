@@ -74,14 +74,16 @@ class History:
         self._edits: deque[Edit] = deque(maxlen=limit)
 
     def __len__(self) -> int:
-        return len(self._edits)
+        return len(self.edits())
 
     def edits(self) -> list[Edit]:
-        return list(self._edits)
+        """The edits, oldest first; one typed and taken back (old == new) is none."""
+        return [e for e in self._edits if e.old != e.new]
 
     @property
     def last(self) -> Edit | None:
-        return self._edits[-1] if self._edits else None
+        kept = self.edits()
+        return kept[-1] if kept else None
 
     def clear(self) -> None:
         self._edits.clear()
@@ -105,8 +107,7 @@ class History:
             clipped = False
         else:
             start, old, new, clipped = merged
-        if old == new:  # typed and taken back: no edit at all
-            return
+        # typed and taken back (old == new): kept, so that typing on grows it, but no edit
         head, tail = _around(after, start, start + len(new))
         old, c1 = _clip(old)
         new, c2 = _clip(new)

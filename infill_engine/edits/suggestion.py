@@ -56,11 +56,15 @@ class Suggestion:
 @cache
 def thresholds() -> Mapping[str, float]:
     """Each kind's threshold, as calibrated (infill_engine/assets/next_edits.json)."""
-    raw = json.loads(resources.files("infill_engine").joinpath("assets/next_edits.json").read_text())
+    raw = json.loads(
+        resources.files("infill_engine").joinpath("assets/next_edits.json").read_text()
+    )
     return {k: float(raw["thresholds"].get(k, 1.0)) for k in KINDS}
 
 
-def gate(found: Iterable[Suggestion], text: str, threshold: float | None = None) -> Suggestion | None:
+def gate(
+    found: Iterable[Suggestion], text: str, threshold: float | None = None
+) -> Suggestion | None:
     """The one suggestion to show, or None: the surest that changes the document and passes its
     kind's threshold (`threshold`, a setting, overrides them all)."""
     best: Suggestion | None = None

@@ -1,0 +1,144 @@
+"""The next-edit core: a document's edits coalesced as a person names them (history.py), the
+structural candidates after the last one (structure.py) and the gate (suggestion.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+import grammars
+from infill_engine.edits import Edit, History, Suggestion
+from infill_engine.edits.history import MAX_EDIT_CHARS
+from infill_engine.edits.structure import candidates
+from infill_engine.edits.suggestion import gate
+
+
+def typed(text: str, at: int, word: str, history: History) -> str:
+    """`word` typed into text at `at` one key at a time."""
+    for i, ch in enumerate(word):
+        history.record(text, at + i, at + i, ch)
+        text = text[: at + i] + ch + text[at + i :]
+    return text
+
+
+def replaced(text: str, start: int, end: int, new: str, history: History) -> str:
+    history.record(text, start, end, new)
+    return text[:start] + new + text[end:]
+
+
+def test_keystrokes_on_one_word_are_one_edit_and_an_undo_is_none() -> None:
+    h = History()
+    text = replaced("def area(w, h):\n    return w * h\n", 9, 10, "", h)
+    text = typed(text, 9, "width", h)
+    assert h.edits() == [Edit(9, "w", "width", "def area(", ", h):")]
+    assert h.last is not None and h.last.lines_before == "def area(w, h):"
+    text = replaced(text, 9, 14, "w", h)  # and back again
+    assert len(h) == 0 and text.startswith("def area(w, h)")
+
+
+def test_edits_elsewhere_stay_apart_and_move_with_the_text() -> None:
+    h = History()
+    text = replaced("a = 1\nb = 2\nc = 3\n", 16, 17, "30", h)  # c = 30
+    text = replaced(text, 4, 5, "10", h)  # a = 10, before it: the first edit moves by one
+    first, second = h.edits()
+    assert (first.start, first.new, second.start, second.new) == (17, "30", 4, "10")
+    assert text[first.start : first.end] == "30"
+
+
+def test_the_history_is_bounded() -> None:
+    h = History(limit=4)
+    text = "x\n" * 20
+    for i in range(10):
+        text = replaced(text, 4 * i, 4 * i + 1, "y", h)  # every other line
+    assert len(h) == 4
+    text = replaced(text, 0, 0, "z" * (MAX_EDIT_CHARS * 3) + "\n", h)
+    assert h.last is not None and h.last.clipped and len(h.last.new) == MAX_EDIT_CHARS
+    assert candidates(text, h.edits(), "python", 0) == []  # a clipped edit implies nothing
+
+
+RENAMES = {
+    "python": "def area(w, h):\n    return w * h\n\ndef g(w):\n    return w\n",
+    "go": "func area(w int, h int) int {\n\treturn w * h\n}\n\n"
+    "func g(w int) int {\n\treturn w\n}\n",
+    "rust": "fn area(w: u32, h: u32) -> u32 {\n    w * h\n}\nfn g(w: u32) -> u32 {\n    w\n}\n",
+    "javascript": "function area(w, h) {\n  return w * h;\n}\nfunction g(w) {\n  return w;\n}\n",
+    "typescript": "function area(w: number, h: number) {\n  return w * h;\n}\n"
+    "const g = (w: number) =>\n  w;\n",
+    "java": "class A {\n  int area(int w, int h) {\n    return w * h;\n  }\n"
+    "  int g(int w) {\n    return w;\n  }\n}\n",
+    "c": "int area(int w, int h) {\n    return w * h;\n}\nint g(int w) {\n    return w;\n}\n",
+    "cpp": "int area(int w, int h) {\n    return w * h;\n}\nint g(int w) {\n    return w;\n}\n",
+}
+
+
+@pytest.mark.parametrize("language", sorted(RENAMES))
+def test_a_renamed_parameter_s_next_reference_in_its_own_function(language: str) -> None:
+    h = History()
+    text = RENAMES[language]
+    at = text.index("w")
+    text = replaced(text, at, at + 1, "width", h)
+    tree = grammars.parser(language).parse(text.encode())
+    found = candidates(text, h.edits(), language, at + 5, tree)
+    assert found and found[0].kind == "rename" and found[0].text == "width"
+    body = text.index("\n", at) + 1
+    assert body <= found[0].start < text.index("\n", body)  # the body's line, not g's
+    shown = gate(found, text)
+    assert shown is not None and "return width * h" in shown.applied(text).replace(
+        "    width", "return width"
+    )
+
+
+def test_a_changed_argument_is_not_a_rename() -> None:
+    """`total(a)` -> `total(b)` where b is a name in use already: nothing to carry on."""
+    h = History()
+    text = "a = 1\nb = 2\nprint(total(a))\nprint(a)\n"
+    at = text.index("total(a") + 6
+    text = replaced(text, at, at + 1, "b", h)
+    found = candidates(text, h.edits(), "python", at + 1)
+    assert gate(found, text) is None
+
+
+def test_the_same_change_on_a_line_of_the_same_shape() -> None:
+    h = History()
+    text = "self.a = kwargs['a']\nself.b = kwargs['b']\nother = 1\n"
+    text = replaced(text, 9, 20, "kwargs.get('a')", h)
+    (s,) = [c for c in candidates(text, h.edits(), "python", 24) if c.kind == "shape"]
+    assert s.applied(text).splitlines()[1] == "self.b = kwargs.get('b')"
+
+
+def test_a_removed_parameter_leaves_the_call() -> None:
+    h = History()
+    text = "def f(a, b, c):\n    return a\n\nf(1, 2, 3)\n"
+    text = replaced(text, 9, 12, "", h)
+    (s,) = [c for c in candidates(text, h.edits(), "python", 9) if c.kind == "signature"]
+    assert s.applied(text).endswith("f(1, 3)\n")
+
+
+def test_a_deleted_line_s_twin_goes_too() -> None:
+    h = History()
+    text = "a = 1\nprint('debug here')\nb = 2\nprint('debug here')\n"
+    text = replaced(text, 6, 26, "", h)
+    found = candidates(text, h.edits(), "python", 6)
+    assert [c.kind for c in found] == ["twin"]
+    assert found[0].applied(text) == "a = 1\nb = 2\n"
+
+
+def test_an_edit_with_no_successor_implies_nothing() -> None:
+    h = History()
+    text = "def f(x):\n    return x\n"
+    text = replaced(text, len(text), len(text), "\ny = f(2)\n", h)
+    assert gate(candidates(text, h.edits(), "python", len(text)), text) is None
+
+
+def test_the_gate_shows_the_surest_over_its_threshold_and_checks_every_field() -> None:
+    text = "abc"
+    weak = Suggestion(0, 1, "x", "shape", 0.1)
+    sure = Suggestion(1, 2, "y", "rename", 0.95)
+    noop = Suggestion(0, 1, "a", "rename", 0.99)  # changes nothing
+    assert gate([weak, sure, noop], text) is sure
+    assert gate([weak], text) is None and gate([weak], text, threshold=0.0) is weak
+    with pytest.raises(ValueError, match="kind"):
+        Suggestion(0, 0, "", "telepathy", 0.5)
+    with pytest.raises(ValueError, match="score"):
+        Suggestion(0, 0, "", "rename", float("nan"))
+    with pytest.raises(ValueError, match="span"):
+        Suggestion(2, 1, "", "rename", 0.5)
