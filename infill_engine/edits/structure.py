@@ -61,9 +61,11 @@ def candidates(
 
 
 def _opcodes(a: Sequence[Token], b: Sequence[Token]) -> list[tuple[str, int, int, int, int]]:
-    return SequenceMatcher(
-        None, [t.text for t in a], [t.text for t in b], autojunk=False
-    ).get_opcodes()
+    return list(
+        SequenceMatcher(
+            None, [t.text for t in a], [t.text for t in b], autojunk=False
+        ).get_opcodes()
+    )
 
 
 def _renamed(
@@ -140,7 +142,7 @@ def _binding(text: str, offset: int, tree: Any | None) -> tuple[bool, tuple[int,
     node = tree.root_node.descendant_for_byte_range(data_prefix, data_prefix)
     if node is None:
         return False, None
-    bound, chain, n = False, [], node
+    bound, chain, n = False, list[Any](), node
     while n is not None and len(chain) < 6:
         chain.append(n)
         n = n.parent
@@ -246,7 +248,7 @@ def _header(line: str) -> tuple[str, list[str]] | None:
 
 
 def _split_top(s: str) -> list[str]:
-    out, depth, cur = [], 0, []
+    out, depth, cur = list[str](), 0, list[str]()
     for ch in s:
         if ch in "([{<":
             depth += 1
