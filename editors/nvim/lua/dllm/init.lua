@@ -7,12 +7,14 @@
 ---   init_options = { model = 'builtin' },  -- the server's settings (docs/editors.md)
 ---   keymaps = { accept = '<C-l>' },    -- merged with the defaults; false: none
 ---   inline = 'auto',                   -- 'auto' | 'native' | 'fallback' | false
+---   next_edits = true,                 -- the edit that follows a change (server: nextEdits.enabled)
 --- })
 ---
 --- This module holds the configuration and wires the others: `dllm.server` (registration, the
 --- confirming applyEdit handler), `dllm.keymaps`, `dllm.commands` (`:Dllm`), `dllm.status`,
 --- `dllm.client` (the buffer's client and version-safe calls), `dllm.ghost` (the fallback ghost
---- text) and `dllm.stats` (reports of shown and accepted items).
+--- text), `dllm.next_edit` (next edits, previewed with extmarks) and `dllm.stats` (reports of
+--- shown and accepted items).
 
 local client = require('dllm.client')
 local status = require('dllm.status')
@@ -31,6 +33,7 @@ M.defaults = {
   init_options = {},
   settings = nil,
   inline = 'auto',
+  next_edits = true, -- asks for the edit that follows a change; forwarded as nextEdits.enabled
   debounce_ms = 150, -- the fallback's own delay in Insert mode, before the server's debounceMs
   keymaps = {
     accept = '<C-l>',
@@ -39,6 +42,8 @@ M.defaults = {
     next = '<M-]>',
     prev = '<M-[>',
     dismiss = '<C-]>',
+    next_edit = '<Tab>', -- Normal and Insert mode, only while a next edit is shown
+    next_edit_dismiss = '<Esc>',
   },
 }
 
@@ -84,6 +89,10 @@ function M.setup(opts)
   if opts.keymaps == false then
     cfg.keymaps = false
   end
+  -- the server hears whether to suggest next edits (a setting given there wins)
+  local init = vim.deepcopy(cfg.init_options or {})
+  init.nextEdits = vim.tbl_extend('keep', init.nextEdits or {}, { enabled = cfg.next_edits ~= false })
+  cfg.init_options = init
   M.config = cfg
 
   require('dllm.commands').create()
@@ -104,6 +113,9 @@ function M.setup(opts)
   end
   if mode then
     require('dllm.keymaps').set(mode, cfg.keymaps)
+  end
+  if cfg.next_edits ~= false then
+    require('dllm.next_edit').setup(cfg)
   end
 end
 

@@ -1,0 +1,237 @@
+-- Drives the dllm plugin's next edits in a real headless Neovim against the real server;
+-- test_neovim_next_edit.py runs it as
+--   nvim --clean --headless --cmd 'set rtp^=editors/nvim' -c 'luafile drive_next_edit.lua' area.py
+-- Environment: DLLM_LS (server command), DLLM_RESULT (JSON lines are appended there; the last is
+-- {"step": "done"}), DLLM_SHOTS (a folder: the screen, as text, with the preview and after the
+-- edit is applied), DLLM_SECOND (a second file with the same text, for the dismissal).
+
+local api = vim.api
+local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
+local h = dofile(here .. 'harness.lua')
+local emit, sleep, wait_for, keys = h.emit, h.sleep, h.wait_for, h.keys
+
+local function lines()
+  return api.nvim_buf_get_lines(0, 0, -1, true)
+end
+
+local function text_between(row, col, end_row, end_col)
+  return table.concat(api.nvim_buf_get_text(0, row, col, end_row, end_col, {}), '\n')
+end
+
+--- The preview on screen, from the plugin's extmarks: the text marked deleted, the text shown
+--- inline (and its position), the row of the sign; nil when there are none.
+local function preview()
+  local ns = require('dllm.next_edit').ns
+  local marks = api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })
+  if #marks == 0 then
+    return nil
+  end
+  local p = {}
+  for _, m in ipairs(marks) do
+    local row, col, d = m[2], m[3], m[4]
+    if d.hl_group == 'DllmNextEditDelete' then
+      p.deleted = text_between(row, col, d.end_row, d.end_col)
+      p.deleted_at = { row, col }
+    end
+    if d.virt_text then
+      local parts = {}
+      for _, chunk in ipairs(d.virt_text) do
+        table.insert(parts, chunk[1])
+      end
+      p.added, p.added_at, p.pos = table.concat(parts), { row, col }, d.virt_text_pos
+      p.added_hl = d.virt_text[1][2]
+    end
+    if d.sign_text then
+      p.sign_row, p.sign = row, vim.trim(d.sign_text)
+    end
+  end
+  return p
+end
+
+--- The screen as text, every cell read back after a redraw; under each row that shows the
+--- preview, a row marking its cells: `-` the deleted text's highlight, `+` the new text's.
+local function screen(p)
+  vim.cmd('redraw!')
+  local del_attr, add_attr
+  if p and p.deleted_at then
+    local pos = vim.fn.screenpos(0, p.deleted_at[1] + 1, p.deleted_at[2] + 1)
+    del_attr = vim.fn.screenattr(pos.row, pos.col)
+    add_attr = vim.fn.screenattr(pos.row, pos.col + vim.fn.strdisplaywidth(p.deleted))
+  end
+  local out = {}
+  for r = 1, vim.o.lines do
+    local cells, marks, marked = {}, {}, false
+    for c = 1, vim.o.columns do
+      table.insert(cells, vim.fn.screenstring(r, c))
+      local a = vim.fn.screenattr(r, c)
+      local mark = (a == del_attr and '-') or (a == add_attr and '+') or ' '
+      marked = marked or mark ~= ' '
+      table.insert(marks, mark)
+    end
+    table.insert(out, (table.concat(cells):gsub('%s+$', '')))
+    if marked then
+      table.insert(out, (table.concat(marks):gsub('%s+$', '')))
+    end
+  end
+  return table.concat(out, '\n') .. '\n'
+end
+
+local function shot(name, p, legend)
+  local dir = os.getenv('DLLM_SHOTS')
+  local text = screen(p)
+  if dir and dir ~= '' then
+    vim.fn.mkdir(dir, 'p')
+    local f = assert(io.open(dir .. '/' .. name, 'w'))
+    f:write(legend, '\n\n', text)
+    f:close()
+  end
+  return text
+end
+
+local function status(client)
+  local result
+  require('dllm').request(client, 'dllm/status', {}, function(err, r)
+    result = err and { state = 'error', error = err.message } or r
+  end, 0)
+  return wait_for(10, function()
+    return result
+  end)
+end
+
+local function normal_mode()
+  wait_for(5, function()
+    return api.nvim_get_mode().mode == 'n'
+  end)
+end
+
+--- Renames the parameter w to width (the cursor on it, `ciw`, as a person does it) and waits for
+--- the preview.
+local function rename_and_wait()
+  api.nvim_win_set_cursor(0, { 1, 9 })
+  keys('ciwwidth<Esc>', 'n')
+  normal_mode()
+  return wait_for(60, preview)
+end
+
+local function run()
+  vim.o.lines, vim.o.columns = 8, 48
+  vim.o.number, vim.o.signcolumn = true, 'yes'
+  local dllm = require('dllm')
+  dllm.setup({
+    cmd = { assert(os.getenv('DLLM_LS')) },
+    init_options = { model = 'builtin', device = 'cpu' },
+    inline = false, -- next edits only: no ghost text on the screen
+  })
+  local client = wait_for(30, function()
+    return dllm.client(0)
+  end)
+  emit({ step = 'attach', ok = client ~= nil, encoding = client and client.offset_encoding })
+  if not client then
+    return
+  end
+  local st = wait_for(240, function()
+    local s = status(client)
+    return s and (s.state == 'ready' or s.state == 'failed' or s.state == 'error') and s
+  end)
+  emit({
+    step = 'ready',
+    ok = st ~= nil and st.state == 'ready',
+    state = st and st.state,
+    forwarded = dllm.config.init_options.nextEdits,
+    tab = vim.fn.maparg('<Tab>', 'n'), -- nothing shown yet: the normal Tab
+  })
+  if not st or st.state ~= 'ready' then
+    return
+  end
+
+  local original = lines()
+  local p = rename_and_wait()
+  local cursor = api.nvim_win_get_cursor(0)
+  emit({
+    step = 'preview',
+    ok = p ~= nil,
+    preview = p,
+    cursor = cursor,
+    lines = lines(),
+    original = original,
+    tab = vim.fn.maparg('<Tab>', 'n') ~= '',
+    last = not p and require('dllm.next_edit').last or nil,
+  })
+  if not p then
+    return
+  end
+  local legend = '-: DllmNextEditDelete (DiffDelete, struck through)  +: DllmNextEditAdd (DiffAdd)'
+  emit({ step = 'shot_preview', ok = true, screen = shot('nvim_next_edit_preview.txt', p, legend) })
+
+  -- <Tab>: the cursor goes to the edit's line, the buffer stays as it was.
+  local before = lines()
+  keys('<Tab>', 'm')
+  local jumped = wait_for(5, function()
+    return api.nvim_win_get_cursor(0)[1] - 1 == p.deleted_at[1]
+  end)
+  local after_jump = preview()
+  emit({
+    step = 'jump',
+    ok = jumped ~= nil and vim.deep_equal(lines(), before) and after_jump ~= nil,
+    cursor = api.nvim_win_get_cursor(0),
+    preview = after_jump,
+  })
+
+  -- <Tab> again: applied, the preview gone, its command run (the server counts it).
+  keys('<Tab>', 'm')
+  local applied = wait_for(5, function()
+    return not vim.deep_equal(lines(), before)
+  end)
+  sleep(200)
+  emit({
+    step = 'apply',
+    ok = applied ~= nil,
+    lines = lines(),
+    cursor = api.nvim_win_get_cursor(0),
+    accepted = require('dllm.next_edit').accepted,
+  })
+  emit({ step = 'shot_applied', ok = true, screen = shot('nvim_next_edit_applied.txt', nil, '') })
+
+  local function stats()
+    local s = status(client)
+    return s and s.stats or {}
+  end
+  -- the command is a request of its own: wait for its count
+  local counted = wait_for(10, function()
+    local s = stats()
+    local text = vim.json.encode(s)
+    return text:find('"rename"', 1, true) and s
+  end) or stats()
+  emit({ step = 'counts', ok = true, stats = counted })
+
+  -- The same rename in a second file; <Esc> dismisses the preview and leaves the text alone.
+  vim.cmd('edit ' .. vim.fn.fnameescape(assert(os.getenv('DLLM_SECOND'))))
+  wait_for(30, function()
+    return dllm.client(0)
+  end)
+  local second = rename_and_wait()
+  local renamed = lines()
+  keys('<Esc>', 'm')
+  local gone = wait_for(5, function()
+    return preview() == nil
+  end)
+  sleep(300)
+  emit({
+    step = 'dismiss',
+    ok = second ~= nil and gone ~= nil,
+    preview = second,
+    lines = lines(),
+    renamed = renamed,
+    mode = api.nvim_get_mode().mode,
+    tab = vim.fn.maparg('<Tab>', 'n'), -- the normal Tab again
+    accepted = require('dllm.next_edit').accepted,
+  })
+  emit({ step = 'counts_after', ok = true, stats = stats() })
+end
+
+vim.defer_fn(function()
+  emit({ step = 'watchdog', ok = false, error = 'the script ran past 300 s' })
+  h.finish()
+end, 300000)
+
+h.run(run)
