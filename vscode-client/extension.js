@@ -1,12 +1,14 @@
 'use strict';
 // VS Code client for dllm-infill-ls. Inline completion, code actions, work-done progress and
 // workspace/applyEdit are handled by vscode-languageclient itself; this file starts the server,
-// keeps its settings in sync and gives the server's commands their editor arguments.
+// keeps its settings in sync and gives the server's commands their editor arguments. Next edits
+// (textDocument/copilotInlineEdit) are asked for and shown by nextEdit.js.
 
 const vscode = require('vscode');
 const { LanguageClient, DidChangeConfigurationNotification } = require('vscode-languageclient/node');
 const { documentSelector, withoutKeys, findExecutable, statusLine, statusSummary } = require('./lib');
 const { reportInlineEvents } = require('./reports');
+const { NextEdits } = require('./nextEdit');
 
 const SECTION = 'dllm';
 const FILL = 'dllm.fillFunctionBody';
@@ -266,6 +268,8 @@ async function activate(context) {
   context.subscriptions.push(statusItem);
   context.subscriptions.push(vscode.commands.registerCommand(SHOW_STATUS, showStatusCommand));
   context.subscriptions.push({ dispose: stopPolling });
+  // Asks the running client for the edit after each of the user's edits (nextEdit.js).
+  new NextEdits(() => client, context, outputChannel);
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (RESTART_ON.some((key) => event.affectsConfiguration(key))) {

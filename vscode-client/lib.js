@@ -95,11 +95,34 @@ function statsParts(status) {
       parts.push(`p50 ${Math.round(total.p50_ms)} ms`);
     }
   }
+  parts.push(...nextEditParts(status));
   const health = (status && status.health) || {};
   if (health.state === 'slow' || health.state === 'failing') {
     parts.push(`${health.state}: ${health.reason}`);
   }
   return parts;
+}
+
+/**
+ * The next edits of a `dllm/status` result ({next_edits: {asked, kinds: {rename: {suggested,
+ * shown, accepted}, ...}}}, at its top or in its stats) as parts of a line:
+ * ['next edits: 2 shown, 1 accepted (rename 1/2)'], each kind's accepted of shown; none before
+ * the first suggestion.
+ */
+function nextEditParts(status) {
+  const edits = (status && (status.next_edits || (status.stats || {}).next_edits)) || {};
+  const kinds = edits.kinds && typeof edits.kinds === 'object' ? edits.kinds : {};
+  const count = (c, name) => (c && Number.isInteger(c[name]) && c[name] > 0 ? c[name] : 0);
+  const names = Object.keys(kinds)
+    .filter((k) => count(kinds[k], 'suggested') + count(kinds[k], 'shown') > 0)
+    .sort();
+  if (names.length === 0) {
+    return [];
+  }
+  const shown = names.reduce((n, k) => n + count(kinds[k], 'shown'), 0);
+  const accepted = names.reduce((n, k) => n + count(kinds[k], 'accepted'), 0);
+  const each = names.map((k) => `${k} ${count(kinds[k], 'accepted')}/${count(kinds[k], 'shown')}`);
+  return [`next edits: ${shown} shown, ${accepted} accepted (${each.join(', ')})`];
 }
 
 /** The status bar text and tooltip for a `dllm/status` result (or an error string). */
@@ -146,6 +169,54 @@ function statusSummary(status) {
   return parts.join(' · ');
 }
 
+const isLine = (n) => Number.isInteger(n) && n >= 0;
+const isPosition = (p) => !!p && isLine(p.line) && isLine(p.character);
+
+/**
+ * The one edit of a `textDocument/copilotInlineEdit` result that applies to the document asked
+ * about (`uri` as sent, at `version`): {range, text, command, wire}, with the range as sent
+ * (protocol positions) and `wire` the edit itself; undefined when there is none, it names
+ * another document or version, or its shape is wrong.
+ */
+function nextEditOf(result, uri, version) {
+  const edits = result && Array.isArray(result.edits) ? result.edits : [];
+  const edit = edits[0];
+  if (!edit || typeof edit.text !== 'string' || !edit.range) {
+    return undefined;
+  }
+  const { start, end } = edit.range;
+  if (!isPosition(start) || !isPosition(end)) {
+    return undefined;
+  }
+  if (start.line > end.line || (start.line === end.line && start.character > end.character)) {
+    return undefined;
+  }
+  const doc = edit.textDocument;
+  if (doc && (doc.uri !== uri || (doc.version != null && doc.version !== version))) {
+    return undefined;
+  }
+  const c = edit.command;
+  const command =
+    c && typeof c.command === 'string' && (c.arguments === undefined || Array.isArray(c.arguments))
+      ? { title: c.title, command: c.command, arguments: c.arguments || [] }
+      : undefined;
+  return { range: { start, end }, text: edit.text, command, wire: edit };
+}
+
+const PREVIEW_CHARS = 120;
+
+/** A next edit's new text on one line, as a decoration shows it: line breaks as ⏎, tabs as
+ * spaces, at most PREVIEW_CHARS characters. */
+function previewText(text) {
+  const flat = text.replace(/\r\n|\r|\n/g, '⏎').replace(/\t/g, '    ');
+  return flat.length > PREVIEW_CHARS ? flat.slice(0, PREVIEW_CHARS - 1) + '…' : flat;
+}
+
+/** The line is one of start..end: an edit there is on the cursor's line. */
+function onLines(line, start, end) {
+  return start <= line && line <= end;
+}
+
 module.exports = {
   documentSelector,
   withoutKeys,
@@ -155,4 +226,8 @@ module.exports = {
   wireItem,
   acceptedLength,
   statsParts,
+  nextEditParts,
+  nextEditOf,
+  previewText,
+  onLines,
 };

@@ -66,3 +66,59 @@ test('package.json leaves decode.threshold to the model: default null, as the se
   assert.strictEqual(threshold.default, null);
   assert.deepStrictEqual(threshold.type, ['number', 'null']);
 });
+
+test('nextEditOf takes the one edit for the document and version asked about', () => {
+  const uri = 'file:///w/area.py';
+  const range = { start: { line: 1, character: 11 }, end: { line: 1, character: 12 } };
+  const command = { title: 'Accept', command: 'dllm.nextEditAccepted', arguments: ['a-1'] };
+  const wire = { range, text: 'width', textDocument: { uri, version: 7 }, command };
+  const edit = lib.nextEditOf({ edits: [wire] }, uri, 7);
+  assert.deepStrictEqual(edit.range, range);
+  assert.strictEqual(edit.text, 'width');
+  assert.deepStrictEqual(edit.command.arguments, ['a-1']);
+  assert.strictEqual(edit.wire, wire);
+  // none, another version or document, a bad shape: nothing
+  assert.strictEqual(lib.nextEditOf({ edits: [] }, uri, 7), undefined);
+  assert.strictEqual(lib.nextEditOf(null, uri, 7), undefined);
+  assert.strictEqual(lib.nextEditOf({ edits: [wire] }, uri, 8), undefined);
+  assert.strictEqual(lib.nextEditOf({ edits: [wire] }, 'file:///w/other.py', 7), undefined);
+  const backwards = { start: range.end, end: range.start };
+  assert.strictEqual(lib.nextEditOf({ edits: [{ ...wire, range: backwards }] }, uri, 7), undefined);
+  const negative = { start: { line: -1, character: 0 }, end: range.end };
+  assert.strictEqual(lib.nextEditOf({ edits: [{ ...wire, range: negative }] }, uri, 7), undefined);
+  assert.strictEqual(lib.nextEditOf({ edits: [{ ...wire, text: 3 }] }, uri, 7), undefined);
+  // a command of the wrong shape is dropped, the edit kept
+  const odd = lib.nextEditOf({ edits: [{ ...wire, command: { command: 5 } }] }, uri, 7);
+  assert.strictEqual(odd.command, undefined);
+});
+
+test('previewText keeps an edit on one bounded line', () => {
+  assert.strictEqual(lib.previewText('width'), 'width');
+  assert.strictEqual(lib.previewText('a\n\tb\r\nc'), 'a⏎    b⏎c');
+  const long = lib.previewText('x'.repeat(500));
+  assert.strictEqual(long.length, 120);
+  assert.ok(long.endsWith('…'));
+});
+
+test('onLines: an edit on the cursor line or across it', () => {
+  assert.ok(lib.onLines(2, 2, 2));
+  assert.ok(lib.onLines(3, 2, 4));
+  assert.ok(!lib.onLines(1, 2, 2));
+  assert.ok(!lib.onLines(5, 2, 4));
+});
+
+test('nextEditParts counts next edits per kind, and nothing before the first', () => {
+  assert.deepStrictEqual(lib.nextEditParts({}), []);
+  assert.deepStrictEqual(lib.nextEditParts({ next_edits: { asked: 3, kinds: {} } }), []);
+  const kinds = {
+    shape: { suggested: 1, shown: 1, accepted: 0 },
+    rename: { suggested: 2, shown: 2, accepted: 1 },
+    twin: { suggested: 0, shown: 0, accepted: 0 },
+  };
+  const line = 'next edits: 3 shown, 1 accepted (rename 1/2, shape 0/1)';
+  assert.deepStrictEqual(lib.nextEditParts({ next_edits: { kinds } }), [line]);
+  assert.deepStrictEqual(lib.nextEditParts({ stats: { next_edits: { kinds } } }), [line]);
+  // in the status line, after the inline completions' counts
+  const status = { state: 'ready', stats: { total: { shown: 1, accepted: 0 } }, next_edits: { kinds } };
+  assert.ok(lib.statsParts(status).indexOf(line) > 0);
+});

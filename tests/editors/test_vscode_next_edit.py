@@ -1,0 +1,73 @@
+"""Next edits in VS Code (vscode-client/nextEdit.js) in code-server, driven by headless
+chromium against the real server: a parameter renamed by typing, the server's
+`textDocument/copilotInlineEdit` proposes the same rename at its use on the next line, shown there
+as a marker and a preview; Tab goes to it, Tab again applies it, and the server counts one
+accepted next edit of kind "rename"; a second rename's preview goes with Esc and leaves the
+document as typed. drive_vscode_next_edit.js does the editing (code_server.py starts
+code-server). Off unless DLLM_EDITOR_TESTS=1, like test_vscode.py, whose code-server install it
+shares.
+
+The screenshots are build/editor-screens/vscode-next-edit-*.png (printed at the end); the
+preview and the applied edit are also copied to /tmp/shots/.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import code_server
+import pytest
+from code_server import SCREENS, SERVER, SKIPS, drive
+
+pytestmark = SKIPS
+
+TEXT = "def area(w, h):\n    return w * h\n"
+STEPS = ["browser", "workbench", "open", "ready", "preview", "jump", "apply", "counts", "dismiss"]
+SHOTS = Path("/tmp/shots")
+
+
+@pytest.fixture
+def next_edit_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """code_server.drive runs HERE/drive_vscode.js: here that name is this test's driver."""
+    here = tmp_path / "driver"
+    here.mkdir()
+    (here / "drive_vscode.js").symlink_to(code_server.HERE / "drive_vscode_next_edit.js")
+    monkeypatch.setattr(code_server, "HERE", here)
+
+
+@pytest.mark.usefixtures("next_edit_driver")
+def test_next_edit_goes_applies_counts_and_dismisses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "area.py"
+    source.write_text(TEXT)
+    settings = {"dllm.serverPath": str(SERVER), "dllm.device": "cpu"}
+    run = drive(tmp_path / "vscode", source, settings, "next-edit")
+    run.check(STEPS)
+    steps = run.by_step
+
+    preview = steps["preview"]["view"]
+    assert preview["markers"] == [2], run.report  # the marker at the edit's line only
+    assert preview["lines"][1] == "    return wwidth * h", run.report  # `w` struck, `width` after
+    assert preview["struck"] == ["w"], run.report
+    assert "next edit at line 2" in preview["lines"][0], run.report  # the hint at the cursor
+
+    jump = steps["jump"]["view"]
+    assert jump["cursor"] == {"line": 2, "column": 12}, run.report  # at the `w`
+    assert jump["lines"][:2] == ["def area(width, h):", "    return wwidth * h"], run.report
+
+    assert steps["apply"]["text"] == "def area(width, h):\n    return width * h\n"
+    assert "next edits" in steps["counts"]["line"] and "1 accepted" in steps["counts"]["line"]
+    assert "rename 1" in steps["counts"]["line"], steps["counts"]["line"]
+    assert steps["dismiss"]["text"] == "def area(width, height):\n    return width * h\n"
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(steps["preview"]["screenshot"], SHOTS / "vscode_next_edit_preview.png")
+    shutil.copy(steps["apply"]["screenshot"], SHOTS / "vscode_next_edit_applied.png")
+    shots = sorted(str(p) for p in SCREENS.glob("vscode-next-edit-*.png"))
+    with capsys.disabled():
+        print(
+            f"\nnext edit previewed {steps['preview']['after_typing_s']:.1f} s after typing; "
+            f"status: {steps['counts']['line']}\nscreenshots: {' '.join(shots)}"
+        )
