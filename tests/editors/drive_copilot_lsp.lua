@@ -1,0 +1,143 @@
+-- Drives copilot-lsp (copilotlsp-nvim/copilot-lsp, vendored unmodified under vendor/copilot-lsp),
+-- a client of Copilot's next edit suggestions, against dllm-infill-ls in a real headless Neovim;
+-- test_copilot_lsp.py runs it as
+--   nvim --clean --headless --cmd 'set rtp^=vendor/copilot-lsp' -c 'luafile drive_copilot_lsp.lua' area.py
+-- Only configuration, as its README has a user write it: the `copilot_ls` server's command is
+-- dllm-infill-ls, and <Tab> walks to the suggestion or applies it. Environment: DLLM_LS (server
+-- command), DLLM_RESULT (JSON lines are appended there; the last is {"step": "done"}).
+
+local api = vim.api
+local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
+local h = dofile(here .. 'harness.lua')
+local emit, sleep, wait_for, keys = h.emit, h.sleep, h.wait_for, h.keys
+
+local function lines()
+  return api.nvim_buf_get_lines(0, 0, -1, true)
+end
+
+--- copilot-lsp's preview: the text it marks deleted and its virtual lines, from its extmarks.
+local function preview()
+  local ns = api.nvim_get_namespaces()['copilotlsp.nes']
+  if not ns or not vim.b.nes_state then
+    return nil
+  end
+  local p = { virt_lines = {} }
+  for _, m in ipairs(api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })) do
+    local row, col, d = m[2], m[3], m[4]
+    if d.hl_group == 'CopilotLspNesDelete' then
+      p.deleted = table.concat(api.nvim_buf_get_text(0, row, col, d.end_row, d.end_col, {}), '\n')
+      p.deleted_row = row
+    end
+    for _, vl in ipairs(d.virt_lines or {}) do
+      local parts = {}
+      for _, chunk in ipairs(vl) do
+        table.insert(parts, chunk[1])
+      end
+      table.insert(p.virt_lines, table.concat(parts))
+    end
+    if d.virt_text then
+      local parts = {}
+      for _, chunk in ipairs(d.virt_text) do
+        table.insert(parts, chunk[1])
+      end
+      p.virt_text = table.concat(parts)
+    end
+  end
+  return (p.deleted or p.virt_text or #p.virt_lines > 0) and p or nil
+end
+
+local function status(client)
+  local result
+  client:request('dllm/status', {}, function(err, r)
+    result = err and { state = 'error', error = err.message } or r
+  end, 0)
+  return wait_for(10, function()
+    return result
+  end)
+end
+
+--- The configuration, as a user's init.lua would hold it (here run once Neovim has started, as a
+--- plugin manager would): copilot-lsp's own `lsp/copilot_ls.lua`, our server as its command.
+local function configure()
+  vim.g.copilot_nes_debounce = 150
+  vim.lsp.config('copilot_ls', {
+    cmd = { assert(os.getenv('DLLM_LS')) },
+    init_options = { model = 'builtin', device = 'cpu' },
+    -- copilot-lsp sends and applies positions in UTF-16 whatever was negotiated: offer only that
+    capabilities = { general = { positionEncodings = { 'utf-16' } } },
+  })
+  vim.lsp.enable('copilot_ls')
+  -- <Tab> as copilot-lsp's README maps it
+  vim.keymap.set('n', '<Tab>', function()
+    if vim.b[api.nvim_get_current_buf()].nes_state then
+      local nes = require('copilot-lsp.nes')
+      local _ = nes.walk_cursor_start_edit() or (nes.apply_pending_nes() and nes.walk_cursor_end_edit())
+      return nil
+    end
+    return '<C-i>'
+  end, { desc = 'Accept Copilot NES suggestion', expr = true })
+end
+
+local function run()
+  configure()
+  local client = wait_for(30, function()
+    return vim.lsp.get_clients({ name = 'copilot_ls', bufnr = 0 })[1]
+  end)
+  emit({ step = 'attach', ok = client ~= nil, encoding = client and client.offset_encoding })
+  if not client then
+    return
+  end
+  local st = wait_for(240, function()
+    local s = status(client)
+    return s and (s.state == 'ready' or s.state == 'failed' or s.state == 'error') and s
+  end)
+  emit({ step = 'ready', ok = st ~= nil and st.state == 'ready', state = st and st.state })
+  if not st or st.state ~= 'ready' then
+    return
+  end
+
+  -- The rename, as a person makes it: copilot-lsp asks on TextChanged.
+  api.nvim_win_set_cursor(0, { 1, 9 })
+  keys('ciwwidth<Esc>', 'n')
+  local p = wait_for(60, preview)
+  local state = vim.b.nes_state
+  emit({
+    step = 'preview',
+    ok = p ~= nil,
+    preview = p,
+    lines = lines(),
+    edit = state and { range = state.range, text = state.text, command = state.command },
+  })
+  if not p then
+    return
+  end
+
+  -- <Tab>: the cursor walks to the edit; <Tab> again applies it.
+  local before = lines()
+  keys('<Tab>', 'm')
+  wait_for(5, function()
+    return api.nvim_win_get_cursor(0)[1] == 2
+  end)
+  emit({ step = 'jump', ok = true, cursor = api.nvim_win_get_cursor(0), lines = lines() })
+  keys('<Tab>', 'm')
+  local applied = wait_for(5, function()
+    return not vim.deep_equal(lines(), before)
+  end)
+  sleep(300)
+  emit({
+    step = 'apply',
+    ok = applied ~= nil,
+    lines = lines(),
+    cursor = api.nvim_win_get_cursor(0),
+    cleared = vim.b.nes_state == nil or preview() == nil,
+  })
+  local s = status(client)
+  emit({ step = 'status', ok = s ~= nil, encoding = s and s.encoding, stats = s and s.stats })
+end
+
+vim.defer_fn(function()
+  emit({ step = 'watchdog', ok = false, error = 'the script ran past 300 s' })
+  h.finish()
+end, 300000)
+
+h.run(run)

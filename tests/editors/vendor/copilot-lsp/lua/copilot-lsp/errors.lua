@@ -1,0 +1,3 @@
+return {
+    ErrNotStarted = "Copilot LSP not started",
+}
