@@ -78,10 +78,10 @@ def decode_params(opts: DecodeOptions, min_tokens: int = 0) -> InfillParams:
         span="auto" if span is None else span,
         max_span=opts.max_span,
         block_size=opts.block_size,
-        decode=opts.policy,  # type: ignore[arg-type]  # checked by _policy
+        decode=opts.policy,  # type: ignore[arg-type]  # checked by _one_of
         threshold=opts.threshold,
-        cache=opts.cache,  # type: ignore[arg-type]  # checked by _cache
-        speculate=opts.speculate,  # type: ignore[arg-type]  # checked by _speculate
+        cache=opts.cache,  # type: ignore[arg-type]  # checked by _one_of
+        speculate=opts.speculate,  # type: ignore[arg-type]  # checked by _one_of
         lookahead=opts.lookahead,
         min_tokens=floor if span is None else min(span, floor),
     )
@@ -142,6 +142,16 @@ class DraftOptions:
 
 
 @dataclass(frozen=True)
+class NextEditOptions:
+    # Next edits (textDocument/copilotInlineEdit, completion/next_edit.py): the edit that follows.
+    enabled: bool = True
+    gate: float | None = None  # 0 to 1, every kind's threshold; None: each kind's calibrated one
+    model: bool | None = None  # the dLLM's rewrite tier; None: where drafts.trustModel says
+    hosted_address: str | None = None  # a hosted next-edit API: mercury+https://HOST/PATH
+    max_latency_ms: int = 300  # the longest a request waits for its candidates
+
+
+@dataclass(frozen=True)
 class Options:
     engine: EngineOptions = field(default_factory=EngineOptions)
     decode: DecodeOptions = field(default_factory=DecodeOptions)
@@ -149,6 +159,7 @@ class Options:
     completion: CompletionOptions = field(default_factory=CompletionOptions)
     stats: StatsOptions = field(default_factory=StatsOptions)
     drafts: DraftOptions = field(default_factory=DraftOptions)
+    next_edits: NextEditOptions = field(default_factory=NextEditOptions)
     token: str | None = None  # the shared secret a TCP client must send
 
 
@@ -192,14 +203,16 @@ def normalize_address(text: str) -> str:
 
 
 FIM_PREFIX = "openai+"  # engineAddress of an OpenAI-compatible FIM endpoint (hosted_fim.py)
+EDIT_PREFIX = "mercury+"  # nextEdits.hostedAddress: Inception's next-edit API, and its peers
 
 
-def normalize_fim_address(text: str) -> str:
+def normalize_fim_address(text: str, prefix: str = FIM_PREFIX) -> str:
     """`openai+https://HOST[:PORT]/PATH` (or `openai+http://`), the base URL of an OpenAI-style
     API (`openai+https://api.inceptionlabs.ai/v1`) or one route of it (`.../v1/completions`),
     without its trailing slash; ValueError otherwise. A key in the URL (`user:key@`) is refused
-    without echoing the address: keys go in engineToken or an environment variable."""
-    url = text[len(FIM_PREFIX) :]
+    without echoing the address: keys go in engineToken or an environment variable. `prefix`:
+    another API's scheme prefix, checked the same way (EDIT_PREFIX)."""
+    url = text[len(prefix) :]
     parts = urlsplit(url)
     if parts.username is not None or parts.password is not None:
         raise ValueError("must not carry credentials; set engineToken or $DLLM_API_KEY instead")
@@ -208,10 +221,10 @@ def normalize_fim_address(text: str) -> str:
     except ValueError:
         raise ValueError(f"has a bad port: {text[:200]!r}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url):
-        raise ValueError(f"must be openai+https://HOST[:PORT]/PATH, got {text[:200]!r}")
+        raise ValueError(f"must be {prefix}https://HOST[:PORT]/PATH, got {text[:200]!r}")
     if parts.query or parts.fragment:
         raise ValueError(f"takes no query or fragment, got {text[:200]!r}")
-    return FIM_PREFIX + url.rstrip("/")
+    return prefix + url.rstrip("/")
 
 
 def _address(v: Any) -> str | None:
@@ -227,10 +240,21 @@ def _address(v: Any) -> str | None:
     return normalize_address(v)
 
 
-def _quantize(v: Any) -> str:
-    if v not in ("none", "int8", "int4"):
-        raise ValueError("must be one of none, int8, int4")
-    return str(v)
+def _hosted(v: Any) -> str | None:
+    if v is None or v == "":
+        return None
+    if not isinstance(v, str) or not v.startswith(EDIT_PREFIX):
+        raise ValueError(f"must be {EDIT_PREFIX}https://HOST[:PORT]/PATH")
+    return normalize_fim_address(v, EDIT_PREFIX)
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(v: Any) -> str:
+        if v not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return str(v)
+
+    return check
 
 
 def _env_name(v: Any) -> str:
@@ -268,30 +292,8 @@ def _bool(v: Any) -> bool:
     return flag(v, "")
 
 
-def _or_none_bool(v: Any) -> bool | None:
-    return None if v is None else _bool(v)
-
-
-def _policy(v: Any) -> str:
-    if v not in DECODE_POLICIES:
-        raise ValueError(f"must be one of {', '.join(DECODE_POLICIES)}")
-    return str(v)
-
-
 def _span(v: Any) -> int | None:
     return None if v in (None, "auto") else _int_in(1, 512)(v)
-
-
-def _cache(v: Any) -> str:
-    if v not in CACHE_MODES:
-        raise ValueError(f"must be one of {', '.join(CACHE_MODES)}")
-    return str(v)
-
-
-def _speculate(v: Any) -> str:
-    if v not in SPECULATE_MODES:
-        raise ValueError(f"must be one of {', '.join(SPECULATE_MODES)}")
-    return str(v)
 
 
 def _languages(v: Any) -> tuple[str, ...]:
@@ -315,18 +317,18 @@ SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("engine", "dtype", "dtype", _text),
     ("engine", "address", "engineAddress", _address),
     ("engine", "token", "engineToken", _optional_text),
-    ("engine", "quantize", "quantize", _quantize),
+    ("engine", "quantize", "quantize", _one_of(("none", "int8", "int4"))),
     ("engine", "api_model", "engineModel", _optional_text),
     ("engine", "key_env", "engineApiKeyEnv", _env_name),
     ("engine", "languages", "modelLanguages", _or_none(_languages)),
-    ("decode", "policy", "decode.policy", _policy),
+    ("decode", "policy", "decode.policy", _one_of(DECODE_POLICIES)),
     ("decode", "threshold", "decode.threshold", _or_none(_float_in(0.0, 1.0))),
     ("decode", "block_size", "decode.blockSize", _int_in(1, 512)),
     ("decode", "max_span", "decode.maxSpan", _int_in(1, 512)),
     ("decode", "span", "decode.span", _span),
     ("decode", "min_tokens", "decode.minTokens", _int_in(0, 512)),
-    ("decode", "cache", "decode.cache", _cache),
-    ("decode", "speculate", "decode.speculate", _speculate),
+    ("decode", "cache", "decode.cache", _one_of(CACHE_MODES)),
+    ("decode", "speculate", "decode.speculate", _one_of(SPECULATE_MODES)),
     ("decode", "lookahead", "decode.lookahead", _int_in(0, MAX_LOOKAHEAD)),
     ("context", "prefix_tokens", "context.prefixTokens", _int_in(0, 32768)),
     ("context", "suffix_tokens", "context.suffixTokens", _int_in(0, 32768)),
@@ -340,15 +342,21 @@ SCHEMA: list[tuple[str, str, str, Callable[[Any], Any]]] = [
     ("stats", "slow_ms", "stats.slowMs", _float_in(1.0, 600_000.0)),
     ("drafts", "enabled", "drafts.enabled", _bool),
     ("drafts", "gate", "drafts.gate", _or_none(_float_in(0.0, 1.0))),
-    ("drafts", "trust_model", "drafts.trustModel", _or_none_bool),
+    ("drafts", "trust_model", "drafts.trustModel", _or_none(_bool)),
     ("drafts", "workspace", "drafts.workspace", _bool),
     ("drafts", "max_file_bytes", "drafts.maxFileBytes", _int_in(1024, 64 << 20)),
     ("drafts", "max_files", "drafts.maxFiles", _int_in(0, 1_000_000)),
     ("drafts", "max_bytes", "drafts.maxBytes", _int_in(1 << 20, 4 << 30)),
     ("drafts", "max_seconds", "drafts.maxSeconds", _float_in(0.1, 3600.0)),
     ("drafts", "exclude", "drafts.exclude", _patterns),
+    ("next_edits", "enabled", "nextEdits.enabled", _bool),
+    ("next_edits", "gate", "nextEdits.gate", _or_none(_float_in(0.0, 1.0))),
+    ("next_edits", "model", "nextEdits.model", _or_none(_bool)),
+    ("next_edits", "hosted_address", "nextEdits.hostedAddress", _hosted),
+    ("next_edits", "max_latency_ms", "nextEdits.maxLatencyMs", _int_in(1, 60_000)),
 ]
-_CLIENT_ONLY = {"serverPath"}  # editor-side settings that arrive with the rest: not ours
+# editor-side settings that arrive with the rest, not ours (VS Code's; copilot-lsp.nvim's)
+_CLIENT_ONLY = {"serverPath", "editorInfo", "editorPluginInfo", "nextEditSuggestions"}
 _KNOWN = {key for _, _, key, _ in SCHEMA} | {"token"} | _CLIENT_ONLY
 _SECRET = {"engineToken"}  # described as set or not, never by value
 

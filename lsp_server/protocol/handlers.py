@@ -35,6 +35,7 @@ from ..workspace.crossfile import roots_of
 from ..workspace.documents import Document, clean
 from .indexing import did_change_watched_files, index_workspace
 from .jsonrpc import Protocol, why
+from .next_edits import register as register_next_edits
 from .session import RELOAD_QUIET_S, VERSION, DllmServer
 from .telemetry import ACCEPT_COMMAND, DID_PARTIALLY_ACCEPT, DID_SHOW, command_id, item_id
 
@@ -75,6 +76,7 @@ def build_server() -> DllmServer:
     server.command(ACCEPT_COMMAND)(accepted)
     server.feature(DID_SHOW)(did_show)
     server.feature(DID_PARTIALLY_ACCEPT)(did_partially_accept)
+    register_next_edits(server)  # textDocument/copilotInlineEdit and its reports
     server.feature(lsp.SHUTDOWN)(shutdown)
     return server
 
@@ -333,6 +335,7 @@ def status(ls: DllmServer, params: Any) -> dict[str, Any]:
             "workspace": ls.completer.workspace.status() if ls.completer.workspace else None,
         },
         "stats": ls.stats.summary(),
+        "next_edits": ls.stats.next_edits(),  # asked; suggested, shown, accepted per kind
         "health": ls.stats.health(),
     }
 

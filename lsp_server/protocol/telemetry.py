@@ -9,6 +9,11 @@ when the user takes it, and the notifications `textDocument/didShowCompletion` (
 command. Each item is counted once per kind however often the editor repeats itself; an id this
 session did not hand out is not counted.
 
+Next edits (protocol/next_edits.py) are counted apart, per kind of suggestion (`rename`, ...,
+infill_engine.edits.suggestion.KINDS), for this session only: the requests asked, the
+suggestions sent, shown (`textDocument/didShowInlineEdit`, `{item}` as above) and accepted (the
+command `dllm.nextEditAccepted`, arguments `[id]`).
+
 Nothing is sent anywhere. The totals are merged into one JSON file in the user's state
 directory (`$XDG_STATE_HOME/dllm-infill/stats.json`, else `~/.local/state/...`) at most every
 FLUSH_S seconds and at shutdown, under a lock, so that several sessions add up; `dllm-infill-ls
@@ -132,6 +137,7 @@ class Counts:
 class _Item:
     language: str
     source: str = "model"  # "model", or the draft's source (infill_engine/drafts)
+    kind: str | None = None  # a next edit's kind; None: an inline completion
     shown: bool = False
     accepted: bool = False
     partial_len: int = 0
@@ -148,8 +154,9 @@ def item_id(raw: Any) -> str | None:
 
 
 def command_id(arg: Any) -> str | None:
-    """The id in the accept command's first argument, `{"id": ..., "languageId": ...}`."""
-    value = arg.get("id") if isinstance(arg, dict) else None
+    """The id in the accept command's first argument, `{"id": ..., "languageId": ...}` (a next
+    edit's: the id itself)."""
+    value = arg.get("id") if isinstance(arg, dict) else arg
     return value if isinstance(value, str) and 0 < len(value) <= 64 else None
 
 
@@ -167,6 +174,8 @@ class Stats:
         self._pending: dict[str, Counts] = {}
         self._latencies: dict[str, deque[float]] = {}
         self.by_source: dict[str, Counts] = {}  # this session's item counts by source
+        self.edits_asked = 0  # next-edit requests answered, and their suggestions by kind:
+        self.by_kind: dict[str, dict[str, int]] = {}  # {kind: {suggested, shown, accepted}}
         self._recent: deque[tuple[float, float, bool]] = deque(maxlen=RECENT)
         self._flushed = time.monotonic()
 
@@ -207,6 +216,29 @@ class Stats:
         self._by_source(source, items=1)
         return key
 
+    def edit_asked(self) -> None:
+        self.edits_asked += 1
+
+    def issue_edit(self, kind: str) -> str | None:
+        """A next edit's id (None with counting off: it then carries no command)."""
+        self._kind(kind, "suggested")
+        if not self.enabled:
+            return None
+        self._next += 1
+        key = f"{self._prefix}-{self._next}"
+        self._items[key] = _Item("", kind=kind)
+        while len(self._items) > KEEP_ITEMS:
+            self._items.popitem(last=False)
+        return key
+
+    def _kind(self, kind: str, what: str) -> None:
+        counts = self.by_kind.setdefault(kind, dict.fromkeys(("suggested", "shown", "accepted"), 0))
+        counts[what] += 1
+
+    def next_edits(self) -> dict[str, Any]:
+        """This session's next edits, for dllm/status."""
+        return {"asked": self.edits_asked, "kinds": {k: dict(c) for k, c in self.by_kind.items()}}
+
     def _by_source(self, source: str, **by: int) -> None:
         counts = self.by_source.setdefault(source, Counts())
         for name, n in by.items():
@@ -221,6 +253,9 @@ class Stats:
         if item is None or item.shown:
             return False
         item.shown = True
+        if item.kind is not None:
+            self._kind(item.kind, "shown")
+            return True
         self._bump(item.language, shown=1)
         self._by_source(item.source, shown=1)
         self.maybe_flush()
@@ -233,6 +268,9 @@ class Stats:
             return False
         self.shown(key)
         item.accepted = True
+        if item.kind is not None:
+            self._kind(item.kind, "accepted")
+            return True
         self._bump(item.language, accepted=1)
         self._by_source(item.source, accepted=1)
         self.maybe_flush()
@@ -242,7 +280,7 @@ class Stats:
         """Part of the item (`length` characters of it) was accepted. The item counts once;
         its characters are the longest length reported."""
         item = self._item(key)
-        if item is None or length <= 0:
+        if item is None or item.kind is not None or length <= 0:
             return False
         self.shown(key)
         first, more = item.partial_len == 0, max(0, length - item.partial_len)
@@ -337,18 +375,8 @@ def report(totals: dict[str, Counts]) -> str:
     """The totals as a table, for `dllm-infill-ls stats`."""
     if not totals:
         return "no completions counted yet"
-    head: tuple[str, ...] = (
-        "language",
-        "requests",
-        "errors",
-        "shown",
-        "accepted",
-        "rate",
-        "partial",
-        "p50",
-        "p95",
-    )
-    rows = [head]
+    head = ("language", "requests", "errors", "shown", "accepted", "rate", "partial", "p50", "p95")
+    rows: list[tuple[str, ...]] = [head]
     total = Counts()
     for lang, counts in sorted(totals.items()):
         total.add(counts)

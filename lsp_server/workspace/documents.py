@@ -15,6 +15,13 @@ must be exact for the server to see what the editor shows:
 * A change that breaks the schema ends its notification: the changes before it stay applied,
   the document is marked out of sync (nothing is served from it) and later incremental changes
   are skipped, until a full-text change or a didOpen brings it back.
+
+Each applied change is also told to the document's edit history (infill_engine.edits.History,
+the next edits' input) as what it really changed: the text it replaced and the text it put there
+less their common ends, so a client that sends whole lines or the whole text records the same
+edits as one that sends each keystroke. A change of more than MAX_DIFF_CHARS on either side, and
+a document going out of sync, clear the history instead. Opening a document also records it as
+viewed (viewed.py).
 """
 
 from __future__ import annotations
@@ -24,12 +31,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from infill_engine.edits.history import History
+
 from . import memory, positions
 from .trees import IncrementalTree
+from .viewed import Viewed
 
 Outcome = Literal["applied", "out of sync", "ignored", "unknown"]
 MAX_UINT = 2**31 - 1  # LSP's uinteger
 _SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_DIFF_CHARS = 200_000  # a change larger on either side is not read for its edit
+_CHUNK = 1024  # common ends are compared a chunk at a time (C's speed), then a character
 
 
 def clean(text: str) -> str:
@@ -51,6 +63,7 @@ class Document:
     text: str
     in_sync: bool = True
     tree: IncrementalTree = field(init=False)
+    history: History = field(init=False, default_factory=History)  # its recent edits
 
     def __post_init__(self) -> None:
         self.tree = IncrementalTree(self.language_id)
@@ -94,15 +107,41 @@ def change_span(text: str, change: Change, encoding: str) -> tuple[int, int]:
     return min(start, end), max(start, end)
 
 
+def _common_prefix(a: str, b: str) -> int:
+    n, i = min(len(a), len(b)), 0
+    while i + _CHUNK <= n and a[i : i + _CHUNK] == b[i : i + _CHUNK]:
+        i += _CHUNK
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _common_suffix(a: str, b: str) -> int:
+    return _common_prefix(a[::-1], b[::-1])
+
+
+def record(history: History, text: str, start: int, end: int, inserted: str) -> None:
+    """Tell `history` that text[start:end] became `inserted`, less the ends the two share."""
+    if end - start > MAX_DIFF_CHARS or len(inserted) > MAX_DIFF_CHARS:
+        history.clear()  # a paste or a reload of that size is no edit to follow
+        return
+    old = text[start:end]
+    head = _common_prefix(old, inserted)
+    tail = _common_suffix(old[head:], inserted[head:])
+    history.record(text, start + head, end - tail, inserted[head : len(inserted) - tail])
+
+
 class Documents:
     def __init__(self) -> None:
         self._docs: dict[str, Document] = {}
+        self.viewed = Viewed()  # excerpts of the documents seen last, for next edits' prompts
 
     def get(self, uri: str) -> Document | None:
         return self._docs.get(uri)
 
     def open(self, uri: str, language_id: str, version: int, text: str) -> Document:
         doc = self._docs[uri] = Document(uri, language_id, version, clean(text))
+        self.viewed.saw(uri, doc.text, 0)
         return doc
 
     def close(self, uri: str) -> None:
@@ -130,13 +169,19 @@ class Documents:
             change = parse_change(raw)
             if change is None:
                 doc.in_sync = False
+                doc.history.clear()
                 break
+            resync = change.range is None and not doc.in_sync
             if change.range is None:
                 doc.in_sync = True
                 doc.tree.reset()
             if doc.in_sync:
                 start, end = change_span(doc.text, change, encoding)
                 doc.tree.edit(doc.text, start, end, change.text)
+                if resync:  # the text before it was not the editor's: no edit to read
+                    doc.history.clear()
+                else:
+                    record(doc.history, doc.text, start, end, change.text)
                 doc.text = doc.text[:start] + change.text + doc.text[end:]
         if type(version) is int:
             doc.version = version

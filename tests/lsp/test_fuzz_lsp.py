@@ -121,6 +121,13 @@ SETTING_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "drafts.maxBytes": st.integers(-1, 1 << 33),
     "drafts.maxSeconds": st.one_of(st.floats(-1, 10_000), st.just("30")),
     "drafts.exclude": st.one_of(st.lists(st.text(max_size=8), max_size=3), st.just("*.py")),
+    "nextEdits.enabled": st.one_of(st.booleans(), st.none(), st.just(1)),
+    "nextEdits.gate": st.one_of(st.none(), st.floats(-2, 2)),
+    "nextEdits.model": st.one_of(st.booleans(), st.none(), st.just("yes")),
+    "nextEdits.hostedAddress": st.sampled_from(
+        [None, "", "mercury+https://127.0.0.1:1/v1", "mercury+ftp://x", "openai+https://x/v1"]
+    ),
+    "nextEdits.maxLatencyMs": st.one_of(st.integers(-1, 70_000), st.just(300.5)),
     "token": st.one_of(st.none(), st.text(max_size=20)),
     "serverPath": strings,
 }
