@@ -42,7 +42,8 @@ clients of the API write it):
 
 The answer (`rewrite`) is the region rewritten, maybe inside ``` fences (the guide says it
 comes enclosed in them; its reference example has none): the fences and any `<|cursor|>` are
-removed, the region's last newline kept as it was. `replacement` trims what the rewrite and
+removed, the region's last newline kept as it was (and its CRLF line ends, where the
+answer has only LF). `replacement` trims what the rewrite and
 the region share at both ends to one minimal replacement; a rewrite that deletes most of the
 region or is many times its length is not taken (a broken answer, not an edit).
 """
@@ -237,10 +238,12 @@ def rewrite(content: str, code: str) -> str:
     m = _FENCED.fullmatch(content)
     body = m.group("body") if m else content
     body = body.replace(CURSOR, "")
+    if "\r\n" in code and "\r\n" not in body:  # a model answers in \n; the document is CRLF
+        body = body.replace("\n", "\r\n")
     if code.endswith("\n") and not body.endswith("\n"):
-        body += "\n"
+        body += "\r\n" if code.endswith("\r\n") else "\n"
     elif not code.endswith("\n") and body.endswith("\n"):
-        body = body[:-1]
+        body = body.removesuffix("\n").removesuffix("\r")
     return body
 
 

@@ -29,7 +29,8 @@ Failures, none of which raises out of `suggest` (it answers `[]`):
 - no whole answer within DEADLINE_S, no connection, a 5xx, another 4xx (a model name the
   account lacks, billing): no request for a backoff that doubles (BACKOFF_S), cleared by the
   next success.
-The user is told once per episode of trouble (`tell`); every failure is logged, `shown`.
+The user is told once per episode of trouble (`tell`); every failure is logged, `shown`, with
+what looks like a key in the API's message redacted (some APIs echo part of a refused key).
 
 Not confirmed from Inception's documentation, and written so that either form works: whether
 the answer always comes inside ``` fences (the guide says so; the reference example has none);
@@ -57,7 +58,7 @@ from infill_engine.finish import secrets
 
 from . import edit_prompt
 from .backoff import Backoff
-from .untrusted import BadAnswer, parse_json, shown
+from .untrusted import BadAnswer, parse_json, redact, shown
 
 log = logging.getLogger("dllm-infill-ls.next-edits")  # under guard_logs' secret filter
 
@@ -151,6 +152,15 @@ class HostedEdits:
         if http is not None:
             await http.aclose()
 
+    def close(self) -> None:
+        """`aclose` from synchronous code (a settings change): on the running loop, if any;
+        without one the sockets close with the process."""
+        try:
+            closing = asyncio.get_running_loop().create_task(self.aclose())
+        except RuntimeError:
+            return
+        closing.add_done_callback(lambda t: t.cancelled() or t.exception())
+
     def status(self) -> dict[str, Any]:
         return {
             "hosted_edits": self.address.url,
@@ -176,13 +186,12 @@ class HostedEdits:
         for it; the path's extension says as much)."""
         if self.refused is not None or time.monotonic() < self.paused_until:
             return []
-        region = edit_prompt.region(text, cursor)
-        if region is None:
+        # on a thread: the credential check reads every line sent, ~3 ms a KiB on a 2-core CPU,
+        # in short calls, between which the loop runs
+        built = await asyncio.to_thread(_build, uri, text, cursor, list(edits), list(viewed))
+        if built is None:
             return []
-        message = edit_prompt.prompt(uri, text, region, edits, viewed)
-        if message is None:
-            log.info("next edits: the region holds what looks like a credential; not sent")
-            return []
+        region, message = built
         body = {
             "model": self.model,
             "messages": [{"role": "user", "content": message}],
@@ -220,7 +229,7 @@ class HostedEdits:
             if reply.status_code != 200:
                 raise _Failed(
                     reply.status_code,
-                    await _message(reply),
+                    await _message(reply, self.key),
                     reply.headers.get("retry-after"),
                 )
             return _content(await parse_json(await _read(reply)))
@@ -229,6 +238,8 @@ class HostedEdits:
     def _failed(self, status: int, message: str, retry_after: str | None) -> None:
         url = self.address.url
         if status in (401, 403):
+            if self.refused is not None:
+                return  # a request that was in flight beside the first refusal
             hint = "check" if self.key else "no key is set: set"
             self.refused = (
                 f"next-edit API {self.address.base} refused the key (HTTP {status}); {hint} "
@@ -265,6 +276,22 @@ class _Failed(Exception):
     def __init__(self, status: int, message: str, retry_after: str | None) -> None:
         super().__init__(status)
         self.status, self.message, self.retry_after = status, message, retry_after
+
+
+def _build(
+    uri: str, text: str, cursor: int, edits: list[Edit], viewed: list[tuple[str, str]]
+) -> tuple[edit_prompt.Region, str] | None:
+    """The editable region and the prompt, or None when there is nothing to send."""
+    region = edit_prompt.region(text, cursor)
+    if region is None:
+        log.info("next edits: the cursor's line is longer than %d characters; not sent",
+                 edit_prompt.MAX_REGION_CHARS)  # fmt: skip
+        return None
+    message = edit_prompt.prompt(uri, text, region, edits, viewed)
+    if message is None:
+        log.info("next edits: the region holds what looks like a credential; not sent")
+        return None
+    return region, message
 
 
 def _suggestions(content: str, text: str, region: edit_prompt.Region) -> list[Suggestion]:
@@ -315,12 +342,14 @@ def _content(data: Any) -> str:
     return content
 
 
-async def _message(reply: httpx.Response) -> str:
-    """The API's own error message (`{"error": {"message"}}`), `shown`."""
+async def _message(reply: httpx.Response, key: str | None) -> str:
+    """The API's own error message (`{"error": {"message"}}`), `shown`, with what looks like a
+    key in it (and the key itself) redacted first."""
     try:
         data = await parse_json(await _read(reply))
         err = data.get("error") if isinstance(data, dict) else None
         message = err.get("message") if isinstance(err, dict) else err
     except BadAnswer:
         message = None
-    return shown(message or reply.reason_phrase or "no message")
+    text = redact(str(message or reply.reason_phrase or "no message"))
+    return shown(text.replace(key, "***") if key else text)

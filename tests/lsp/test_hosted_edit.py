@@ -211,6 +211,19 @@ async def test_a_5xx_backs_off_doubling_and_a_success_clears_it(standin: Standin
     await edits.aclose()
 
 
+async def test_an_error_message_that_echoes_the_key_is_shown_without_it(
+    standin: Standin, caplog: pytest.LogCaptureFixture
+) -> None:
+    told = Told()
+    edits = engine(standin, told)
+    standin.plan = [Answer(402, message=f"Account inactive for key {KEY}\x1b[2J")]
+    assert await ask(edits) == []
+    (message,) = told.messages
+    assert "HTTP 402: Account inactive for key ***\\x1b[2J; asking again in 1 s" in message
+    assert KEY not in caplog.text and KEY not in json.dumps(edits.status())
+    await edits.aclose()
+
+
 async def test_no_answer_within_the_deadline_is_no_suggestion(
     standin: Standin, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -320,6 +333,13 @@ def test_an_edit_is_a_diff_numbered_where_its_lines_are_now() -> None:
     assert edit_prompt.diff("f.py", edit, after) == (
         "--- f.py\n+++ f.py\n@@ -3 +3,2 @@\n-c = 3\n+c = 30\n+c2 = 31\n"
     )
+
+
+def test_a_crlf_document_keeps_its_line_ends() -> None:
+    code = "x = 1\r\ny = 2\r\n"
+    new = edit_prompt.rewrite("```\nx = 1\ny = 3\n```", code)
+    assert new == "x = 1\r\ny = 3\r\n"
+    assert edit_prompt.replacement(code, new) == (11, 12, "3")
 
 
 def test_the_answer_is_unfenced_and_trimmed_to_one_replacement() -> None:
