@@ -192,17 +192,25 @@ local function run()
   })
   emit({ step = 'shot_applied', ok = true, screen = shot('nvim_next_edit_applied.txt', nil, '') })
 
-  local function stats()
+  -- dllm/status's next edits: { asked, kinds = { rename = { suggested, shown, accepted } } }
+  local function next_edits()
     local s = status(client)
-    return s and s.stats or {}
+    return s and s.next_edits or {}
+  end
+  local function rename_counts(n)
+    return type(n.kinds) == 'table' and type(n.kinds.rename) == 'table' and n.kinds.rename or {}
   end
   -- the command is a request of its own: wait for its count
   local counted = wait_for(10, function()
-    local s = stats()
-    local text = vim.json.encode(s)
-    return text:find('"rename"', 1, true) and s
-  end) or stats()
-  emit({ step = 'counts', ok = true, stats = counted })
+    local n = next_edits()
+    return rename_counts(n).accepted == 1 and n
+  end) or next_edits()
+  emit({
+    step = 'counts',
+    ok = true,
+    next_edits = counted,
+    command = require('dllm.next_edit').last_command,
+  })
 
   -- The same rename in a second file; <Esc> dismisses the preview and leaves the text alone.
   vim.cmd('edit ' .. vim.fn.fnameescape(assert(os.getenv('DLLM_SECOND'))))
@@ -226,7 +234,7 @@ local function run()
     tab = vim.fn.maparg('<Tab>', 'n'), -- the normal Tab again
     accepted = require('dllm.next_edit').accepted,
   })
-  emit({ step = 'counts_after', ok = true, stats = stats() })
+  emit({ step = 'counts_after', ok = true, next_edits = next_edits() })
 end
 
 vim.defer_fn(function()

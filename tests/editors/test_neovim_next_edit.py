@@ -33,18 +33,10 @@ RENAMED = ["def area(width, h):", "    return w * h"]
 APPLIED = ["def area(width, h):", "    return width * h"]
 
 
-def accepted(stats: Any, kind: str) -> list[int]:
-    """Every `accepted` count filed under `kind` anywhere in a dllm/status `stats` object."""
-    found: list[int] = []
-    if isinstance(stats, dict):
-        for key, value in stats.items():
-            if key == kind and isinstance(value, dict) and isinstance(value.get("accepted"), int):
-                found.append(value["accepted"])
-            found.extend(accepted(value, kind))
-    elif isinstance(stats, list):
-        for value in stats:
-            found.extend(accepted(value, kind))
-    return found
+def rename_counts(status_next_edits: dict[str, Any]) -> dict[str, Any]:
+    """dllm/status's counts of rename suggestions: {suggested, shown, accepted}."""
+    kinds = status_next_edits.get("kinds") or {}
+    return dict(kinds.get("rename") or {})
 
 
 def run_driver(binary: Path, work: Path, shots: Path) -> tuple[dict[str, Any], str]:
@@ -118,12 +110,14 @@ def test_next_edit_preview_jump_apply_dismiss(nvim: Neovim, tmp_path: Path) -> N
     applied_screen = steps["shot_applied"]["screen"]
     assert "return width * h" in applied_screen and "»" not in applied_screen
     assert (shots / "nvim_next_edit_applied.txt").read_text().endswith(applied_screen)
-    # counted per kind: one accepted rename
-    assert accepted(steps["counts"]["stats"], "rename") == [1], steps["counts"]
+    # counted per kind: one rename suggested, shown and accepted
+    counts = rename_counts(steps["counts"]["next_edits"])
+    assert counts == {"suggested": 1, "shown": 1, "accepted": 1}, steps["counts"]
 
     # <Esc>: dismissed, the text as the rename left it, the normal Tab back, nothing counted
     dismiss = steps["dismiss"]
     assert dismiss["preview"]["added"] == "width", dismiss
     assert dismiss["lines"] == RENAMED == dismiss["renamed"], dismiss
     assert dismiss["mode"] == "n" and dismiss["tab"] == "" and dismiss["accepted"] == 1
-    assert accepted(steps["counts_after"]["stats"], "rename") == [1], steps["counts_after"]
+    after = rename_counts(steps["counts_after"]["next_edits"])
+    assert after == {"suggested": 2, "shown": 2, "accepted": 1}, steps["counts_after"]

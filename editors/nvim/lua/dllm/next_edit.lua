@@ -151,7 +151,9 @@ local function report_accepted(client, edit)
     return
   end
   local params = { command = cmd.command, arguments = cmd.arguments }
-  require('dllm').request(client, 'workspace/executeCommand', params, function() end, 0)
+  require('dllm').request(client, 'workspace/executeCommand', params, function(err, result)
+    M.last_command = { err = err, result = result } -- for :lua = and tests
+  end, 0)
   M.accepted = M.accepted + 1
 end
 
