@@ -18,6 +18,7 @@ const { nextEditOf, previewText, onLines } = require('./lib');
 
 const REQUEST = 'textDocument/copilotInlineEdit';
 const DID_SHOW = 'textDocument/didShowInlineEdit';
+const DID_FOCUS = 'textDocument/didFocus'; // Copilot's: the document in view
 const VISIBLE = 'dllm.nextEditVisible';
 const AT_CURSOR = 'dllm.nextEditAtCursor';
 const TAB = 'dllm.nextEdit.tab';
@@ -71,9 +72,10 @@ class NextEdits {
       vscode.commands.registerCommand(TAB, () => this.tab()),
       vscode.commands.registerCommand(DISMISS, () => this.dismiss()),
       vscode.workspace.onDidChangeTextDocument((event) => this.changed(event)),
-      vscode.window.onDidChangeActiveTextEditor(() => {
+      vscode.window.onDidChangeActiveTextEditor((editor) => {
         this.cancel();
         this.dismiss();
+        this.focused(editor);
       }),
       vscode.window.onDidChangeTextEditorSelection((event) => {
         if (this.shown && event.textEditor === this.shown.editor) {
@@ -82,6 +84,19 @@ class NextEdits {
       }),
       { dispose: () => this.cancel() }
     );
+  }
+
+  /** Tells the server which document is in view (it reads recently viewed code for edits). */
+  focused(editor) {
+    const client = this.getClient();
+    if (!editor || !client || !client.isRunning() || !this.enabled()) {
+      return;
+    }
+    if (vscode.languages.match(client.clientOptions.documentSelector, editor.document) === 0) {
+      return;
+    }
+    const uri = client.code2ProtocolConverter.asUri(editor.document.uri);
+    client.sendNotification(DID_FOCUS, { textDocument: { uri } }).catch(() => undefined);
   }
 
   enabled() {

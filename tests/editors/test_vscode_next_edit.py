@@ -55,7 +55,9 @@ def test_next_edit_goes_applies_counts_and_dismisses(
 
     jump = steps["jump"]["view"]
     assert jump["cursor"] == {"line": 2, "column": 12}, run.report  # at the `w`
-    assert jump["lines"][:2] == ["def area(width, h):", "    return wwidth * h"], run.report
+    assert jump["lines"][0] == "def area(width, h):", run.report  # Tab typed nothing
+    # now inline: `width` after the struck `w`, and the keys at the line's end
+    assert jump["lines"][1] == "    return wwidth * h⇥ Tab: apply · Esc: dismiss", run.report
 
     assert steps["apply"]["text"] == "def area(width, h):\n    return width * h\n"
     assert "next edits" in steps["counts"]["line"] and "1 accepted" in steps["counts"]["line"]
