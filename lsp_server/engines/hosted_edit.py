@@ -48,7 +48,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -56,13 +55,13 @@ from infill_engine.edits.history import Edit
 from infill_engine.edits.suggestion import MAX_TEXT_CHARS, Suggestion
 from infill_engine.finish import secrets
 
+from ..options import EDIT_PREFIX, normalize_fim_address
 from . import edit_prompt
 from .backoff import Backoff
 from .untrusted import BadAnswer, parse_json, redact, shown
 
 log = logging.getLogger("dllm-infill-ls.next-edits")  # under guard_logs' secret filter
 
-EDIT_PREFIX = "mercury+"  # nextEdits.hostedAddress of a Mercury Edit-shaped API
 ROUTE = "/edit/completions"
 DEFAULT_MODEL = "mercury-edit-2"
 DEFAULT_KEY_ENV = "DLLM_API_KEY"
@@ -82,21 +81,11 @@ class EditAddress:
 
 def parse_edit_address(address: str) -> EditAddress:
     """`mercury+https://HOST[:PORT]/PATH` (or `mercury+http://`): the API's base URL, or its
-    edit route itself; ValueError otherwise. A key in the URL is refused without echoing it."""
+    edit route itself; ValueError otherwise (options.normalize_fim_address's checks: a key in
+    the URL is refused without echoing it)."""
     if not isinstance(address, str) or not address.startswith(EDIT_PREFIX):
         raise ValueError(f"must be {EDIT_PREFIX}https://HOST[:PORT]/PATH")
-    url = address[len(EDIT_PREFIX) :].rstrip("/")
-    parts = urlsplit(url)
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("must not carry credentials; set the key in the settings or $DLLM_API_KEY")
-    try:
-        parts.port  # noqa: B018 (it raises on a bad port)
-    except ValueError:
-        raise ValueError(f"has a bad port: {shown(address)!r}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url):
-        raise ValueError(f"must be {EDIT_PREFIX}https://HOST[:PORT]/PATH, got {shown(address)!r}")
-    if parts.query or parts.fragment:
-        raise ValueError(f"takes no query or fragment, got {shown(address)!r}")
+    url = normalize_fim_address(address, EDIT_PREFIX)[len(EDIT_PREFIX) :]
     if url.endswith(ROUTE):
         return EditAddress(url[: -len(ROUTE)], url)
     return EditAddress(url, url + ROUTE)
