@@ -60,8 +60,8 @@ def test_next_edit_goes_applies_counts_and_dismisses(
     assert jump["lines"][1] == "    return wwidth * h⇥ Tab: apply · Esc: dismiss", run.report
 
     assert steps["apply"]["text"] == "def area(width, h):\n    return width * h\n"
-    assert "next edits" in steps["counts"]["line"] and "1 accepted" in steps["counts"]["line"]
-    assert "rename 1" in steps["counts"]["line"], steps["counts"]["line"]
+    # dllm/status's counts per kind: the rename shown and accepted, once each
+    assert "next edits: 1 shown, 1 accepted (rename 1/1)" in steps["counts"]["line"], run.report
     assert steps["dismiss"]["text"] == "def area(width, height):\n    return width * h\n"
 
     SHOTS.mkdir(parents=True, exist_ok=True)
