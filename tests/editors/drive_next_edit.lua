@@ -190,7 +190,8 @@ local function run()
     cursor = api.nvim_win_get_cursor(0),
     accepted = require('dllm.next_edit').accepted,
   })
-  emit({ step = 'shot_applied', ok = true, screen = shot('nvim_next_edit_applied.txt', nil, '') })
+  local caption = 'after <Tab> (to line 2) and <Tab> again (applied): no preview left'
+  emit({ step = 'shot_applied', ok = true, screen = shot('nvim_next_edit_applied.txt', nil, caption) })
 
   -- dllm/status's next edits: { asked, kinds = { rename = { suggested, shown, accepted } } }
   local function next_edits()

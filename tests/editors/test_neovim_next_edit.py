@@ -121,3 +121,27 @@ def test_next_edit_preview_jump_apply_dismiss(nvim: Neovim, tmp_path: Path) -> N
     assert dismiss["mode"] == "n" and dismiss["tab"] == "" and dismiss["accepted"] == 1
     after = rename_counts(steps["counts_after"]["next_edits"])
     assert after == {"suggested": 2, "shown": 2, "accepted": 1}, steps["counts_after"]
+
+
+SWITCH = (
+    "local d = require('dllm'); d.setup({ cmd = { 'cat' }, next_edits = %s }); "
+    "io.stdout:write(vim.json.encode({ sent = d.config.init_options.nextEdits, "
+    "on = vim.fn.exists('#dllm_next_edit#LspAttach') == 1 }) .. '\\n')"
+)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_next_edits_switch_reaches_the_server_settings(enabled: bool) -> None:
+    """`next_edits = false` sets nothing up and sends nextEdits.enabled = false; the default, the
+    opposite. (`cat` stands in for the server: no buffer here starts it.)"""
+    binary = install(NEOVIMS[0])
+    plugin = ROOT / "editors" / "nvim"
+    code = SWITCH % ("true" if enabled else "false")
+    run = subprocess.run(
+        [str(binary), "--headless", "-u", "NONE", "--cmd", f"set rtp^={plugin}",
+         "-c", f"lua {code}", "-c", "qa!"],
+        capture_output=True, text=True, timeout=30,
+        env={**os.environ, "NVIM_LOG_FILE": os.devnull},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.splitlines()[0]) == {"sent": {"enabled": enabled}, "on": enabled}
