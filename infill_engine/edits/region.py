@@ -33,7 +33,8 @@ EDIT_LINES = 4  # of each side of one edit
 EDIT_LINE_CHARS = 160
 HISTORY_SHARE = 4  # the edits take at most 1/4 of the model's positions
 MARGIN = 8  # tokens kept free: text encoded whole may take a few more than its parts
-CHARS_PER_TOKEN = 8  # no more than this in a token of code: text is cut to budget × this first
+# text is first cut to budget × this many characters (a token longer only costs context)
+CHARS_PER_TOKEN = 8
 
 
 def region(
@@ -130,8 +131,10 @@ def count(engine: Engine, text: str) -> int:
 
 def tail(engine: Engine, text: str, budget: int) -> str:
     """The most lines from the end of `text` (cut at a line start) within `budget` tokens."""
-    text = text[max(0, len(text) - budget * CHARS_PER_TOKEN) :]
-    starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n" and i + 1 < len(text)]
+    cut = max(0, len(text) - budget * CHARS_PER_TOKEN)
+    text = text[cut:]
+    starts = [0] if cut == 0 else []  # a line cut in its middle is not whole
+    starts += [i + 1 for i, ch in enumerate(text) if ch == "\n" and i + 1 < len(text)]
     lo, hi = 0, len(starts)  # the first start whose tail fits (len(starts): none does)
     while lo < hi:
         mid = (lo + hi) // 2
@@ -144,8 +147,9 @@ def tail(engine: Engine, text: str, budget: int) -> str:
 
 def head(engine: Engine, text: str, budget: int) -> str:
     """The most whole lines from the start of `text` within `budget` tokens."""
+    whole = len(text) <= budget * CHARS_PER_TOKEN
     text = text[: budget * CHARS_PER_TOKEN]
-    ends = [i + 1 for i, ch in enumerate(text) if ch == "\n"] + [len(text)]
+    ends = [i + 1 for i, ch in enumerate(text) if ch == "\n"] + ([len(text)] if whole else [])
     lo, hi = -1, len(ends) - 1  # the last end whose head fits (-1: none does)
     while lo < hi:
         mid = (lo + hi + 1) // 2

@@ -28,12 +28,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from infill_engine.params import RefineResult
-from infill_engine.scheduler import PRIORITIES
+from infill_engine.edits import Edit, Suggestion
+from infill_engine.params import InfillParams, RefineResult, SpeculateMode
+from infill_engine.scheduler import PRIORITIES, Priority
 
 from ..options import FIM_PREFIX, EngineOptions
 from .daemon import on_daemon_thread
@@ -57,9 +59,14 @@ from .untrusted import guard_logs
 if TYPE_CHECKING:
     from infill_engine.engine import Engine
 
-__all__ = ["Backend", "NotReady", "Superseded"]
+__all__ = ["Backend", "NotReady", "Superseded", "Unavailable"]
 
 log = logging.getLogger("dllm-infill-ls.backend")
+
+
+class Unavailable(NotReady):
+    """The engine in use cannot do this: next-edit rewrites and their scores need the model in
+    this process, not an engine service or a hosted API."""
 
 
 class Backend:
@@ -245,6 +252,64 @@ class Backend:
         if hole.end is None or hole.end <= hole.offset:
             raise ValueError("refine needs a selection: a hole with an end past its offset")
         return await self._ready_client().refine(hole, fraction)
+
+    @property
+    def rewrites(self) -> bool:
+        """Whether the engine in use can rewrite a region and score candidates (next edits):
+        the in-process engine, loaded."""
+        return self.state == "ready" and isinstance(self._client, LocalEngineClient)
+
+    def _local(self, what: str) -> LocalEngineClient:
+        client = self._ready_client()
+        if not isinstance(client, LocalEngineClient):
+            raise Unavailable(f"{what} needs the model in process; the engine in use is elsewhere")
+        return client
+
+    async def rewrite(
+        self,
+        text: str,
+        cursor: int,
+        edits: Sequence[Edit],
+        language_id: str,
+        *,
+        end: int | None = None,
+        params: InfillParams | None = None,
+        speculate: SpeculateMode | None = None,
+        cancel: threading.Event | None = None,
+        priority: Priority = "automatic",
+    ) -> Suggestion | None:
+        """The model's next edit: the region around `cursor` of `text` (around [cursor, end],
+        a candidate's span) rewritten with the document's recent `edits` in the prompt, as the
+        smallest replacement (kind "model", scored by the model's agreement); None when the
+        model changes nothing or `cancel` stopped it. `Unavailable` for an engine elsewhere."""
+        if priority not in PRIORITIES:
+            raise ValueError(f"priority must be one of {list(PRIORITIES)}, got {priority!r}")
+        if not 0 <= cursor <= (cursor if end is None else end) <= len(text):
+            raise ValueError(f"the span [{cursor}, {end}] is outside the text")
+        client = self._local("a next-edit rewrite")
+        return await client.rewrite(
+            text,
+            cursor,
+            edits,
+            language_id,
+            end=end,
+            params=params,
+            speculate=speculate,
+            cancel=cancel,
+            priority=priority,
+        )
+
+    async def verify(
+        self,
+        text: str,
+        suggestions: Sequence[Suggestion],
+        edits: Sequence[Edit] = (),
+        language_id: str = "plaintext",
+    ) -> list[float]:
+        """The model's agreement with each suggestion, 0 to 1 (one batched pass): for the gate
+        to read, never a reason to show the model's own text. `Unavailable` for an engine
+        elsewhere."""
+        return await self._local("scoring next edits").verify(text, suggestions, edits, language_id)
 
 
 def _weights_mib(engine: Engine) -> float:

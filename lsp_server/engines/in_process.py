@@ -16,14 +16,18 @@ next step; how such a fill ended is still recorded, once it has.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from infill_engine.edits import Edit, Suggestion
+from infill_engine.edits.rewrite import Rewrite, rewrite, verify
 from infill_engine.hole import Prepared, prepare
-from infill_engine.params import InfillResult, RefineResult
-from infill_engine.scheduler import Cancelled, SchedulerError
+from infill_engine.params import InfillParams, InfillResult, RefineResult, SpeculateMode
+from infill_engine.scheduler import Cancelled, Priority, SchedulerError
 from infill_engine.service.refine import RefineAsk, refine
 
 from .engine_client import Filled, Hole, Port, Superseded
@@ -144,3 +148,67 @@ class LocalEngineClient:
             except asyncio.CancelledError:
                 cancel.set()  # the row leaves at its next step; its result is dropped
                 raise
+
+    async def rewrite(
+        self,
+        text: str,
+        cursor: int,
+        edits: Sequence[Edit],
+        language_id: str,
+        *,
+        end: int | None = None,
+        params: InfillParams | None = None,
+        speculate: SpeculateMode | None = None,
+        cancel: threading.Event | None = None,
+        priority: Priority = "automatic",
+    ) -> Suggestion | None:
+        """The region around the cursor rewritten (infill_engine/edits/rewrite.py) as a row of
+        the engine's running batch at `priority`; this client's thread only waits for it. None:
+        no change, or `cancel` stopped it while it ran; `Superseded`: set before it started."""
+        engine, flag = self.engine, cancel or threading.Event()
+        mine = tuple(edits)
+
+        def work() -> Rewrite:
+            t0 = time.perf_counter()
+            done = rewrite(
+                engine,
+                text,
+                cursor,
+                mine,
+                language_id,
+                end=end,
+                params=params,
+                speculate=speculate,
+                cancel=flag,
+                priority=priority,
+            )
+            self.ledger.record(done.result, (time.perf_counter() - t0) * 1000, kind="rewrite")
+            return done
+
+        with self.ledger.call(flag):
+            if flag.is_set():
+                raise Superseded
+            try:
+                done = await asyncio.to_thread(work)
+            except asyncio.CancelledError:
+                flag.set()  # the row leaves at its next step; its result is dropped
+                raise
+            except Cancelled:
+                raise Superseded from None
+            except SchedulerError as e:
+                raise RuntimeError(f"engine: {e}") from None
+        return done.suggestion
+
+    async def verify(
+        self,
+        text: str,
+        suggestions: Sequence[Suggestion],
+        edits: Sequence[Edit],
+        language_id: str,
+    ) -> list[float]:
+        """The model's agreement with each suggestion, 0 to 1, in one scoring pass that holds the
+        engine between two of its steps (rewrite.verify), on a thread of its own."""
+        if not suggestions:
+            return []
+        found, mine = tuple(suggestions), tuple(edits)
+        return await asyncio.to_thread(verify, self.engine, text, found, mine, language_id)
