@@ -20,17 +20,15 @@ The work is completion/next_edit.py's; this module reads the wire and converts c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
 from ..completion.next_edit import NextEdits
 from ..workspace.documents import MAX_UINT
+from .session import DllmServer
 from .telemetry import command_id, item_id
-
-if TYPE_CHECKING:
-    from .session import DllmServer
 
 INLINE_EDIT = "textDocument/copilotInlineEdit"
 ACCEPTED = "dllm.nextEditAccepted"

@@ -1,0 +1,167 @@
+"""Next edits end to end: the real server over stdio (the builtin model loaded, though no model
+is asked), `textDocument/copilotInlineEdit` as copilot-lsp.nvim and sidekick.nvim send it.
+
+After a rename of a parameter the request answers the next reference's edit: its range in
+UTF-16 on a line with characters outside the BMP, the document's version, and the command whose
+execution counts one acceptance of kind "rename" in dllm/status. A stale version, an unknown
+document, the feature turned off, or an edit that implies nothing get `{edits: []}`; params of
+another shape get InvalidParams, and the server carries on. A client that sends the whole text
+on each change gets the same edit as one that sends the change alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from lsp_client import open_doc, plain, start, status
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import LanguageClient
+
+URI = "file:///work/area.py"
+# line 2's `w` is at code point 17, UTF-16 unit 18 (the emoji takes two units)
+TEXT = 's = "né"\ndef area(w, h):\n    return "é🙂", w * h\n'
+METHOD = "textDocument/copilotInlineEdit"
+
+
+def rename_w(client: LanguageClient, version: int = 2) -> None:
+    """The parameter `w` (line 1, characters 9-10) becomes `width`, one incremental change."""
+    client.text_document_did_change(
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=URI, version=version),
+            content_changes=[
+                lsp.TextDocumentContentChangePartial(
+                    range=lsp.Range(lsp.Position(1, 9), lsp.Position(1, 10)), text="width"
+                )
+            ],
+        )
+    )
+
+
+def params(version: int | None = 2, line: int = 1, character: int = 14) -> dict[str, Any]:
+    doc: dict[str, Any] = {"uri": URI} if version is None else {"uri": URI, "version": version}
+    return {
+        "textDocument": doc,
+        "position": {"line": line, "character": character},
+        "context": {"triggerKind": 2},  # sidekick.nvim's; ignored
+    }
+
+
+async def ask(client: LanguageClient, p: Any) -> list[dict[str, Any]]:
+    result = plain(await client.protocol.send_request_async(METHOD, p))
+    assert isinstance(result, dict) and isinstance(result["edits"], list), result
+    return list(result["edits"])
+
+
+async def test_a_rename_suggests_the_next_reference_and_counts_its_acceptance(
+    client: LanguageClient,
+) -> None:
+    await start(client)
+    open_doc(client, URI, TEXT)
+    rename_w(client)
+    edits = await ask(client, params())
+    assert len(edits) == 1
+    edit = edits[0]
+    assert edit["range"] == {
+        "start": {"line": 2, "character": 18},
+        "end": {"line": 2, "character": 19},
+    }
+    assert edit["text"] == "width"
+    assert edit["textDocument"] == {"uri": URI, "version": 2}
+    command = edit["command"]
+    assert command["command"] == "dllm.nextEditAccepted"
+    assert len(command["arguments"]) == 1 and isinstance(command["arguments"][0], str)
+    counts = (await status(client))["next_edits"]
+    assert counts["asked"] == 1
+    assert counts["kinds"]["rename"] == {"suggested": 1, "shown": 0, "accepted": 0}
+    # copilot-lsp.nvim's report of the edit shown, then the user takes it
+    client.protocol.notify("textDocument/didShowInlineEdit", {"item": {"command": command}})
+    counts = (await status(client))["next_edits"]
+    assert counts["kinds"]["rename"] == {"suggested": 1, "shown": 1, "accepted": 0}
+    await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command=command["command"], arguments=command["arguments"])
+    )
+    counts = (await status(client))["next_edits"]
+    assert counts["kinds"]["rename"] == {"suggested": 1, "shown": 1, "accepted": 1}
+    # the same command again counts nothing more
+    await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command=command["command"], arguments=command["arguments"])
+    )
+    assert (await status(client))["next_edits"]["kinds"]["rename"]["accepted"] == 1
+    # then what gets no edit
+    assert await ask(client, params(version=1)) == []  # the client's text is older
+    assert await ask(client, params(version=3)) == []
+    assert (
+        await ask(client, {**params(), "textDocument": {"uri": "file:///nope.py", "version": 2}})
+        == []
+    )
+    assert await ask(client, params(line=99)) == []  # past the document
+    for bad in (
+        None,
+        [],
+        "x",
+        {"textDocument": {"uri": URI}},
+        params() | {"position": {"line": -1, "character": 0}},
+        {"textDocument": {"uri": 5}, "position": {"line": 0, "character": 0}},
+        params() | {"textDocument": {"uri": URI, "version": "2"}},
+    ):
+        with pytest.raises(JsonRpcException) as caught:
+            await client.protocol.send_request_async(METHOD, bad)
+        assert caught.value.code == -32602, bad
+    # still alive, and still answering
+    assert len(await ask(client, params())) == 1
+    assert (await status(client))["state"] == "ready"
+
+
+async def test_a_client_that_sends_the_whole_text_gets_the_same_edit(
+    client: LanguageClient,
+) -> None:
+    await start(client, settings={"stats": {"enabled": False}})
+    open_doc(client, URI, TEXT)
+    client.text_document_did_change(
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=URI, version=2),
+            content_changes=[
+                lsp.TextDocumentContentChangeWholeDocument(text=TEXT.replace("(w,", "(width,"))
+            ],
+        )
+    )
+    edits = await ask(client, params())
+    assert [(e["range"]["start"], e["text"]) for e in edits] == [
+        ({"line": 2, "character": 18}, "width")
+    ]
+    assert "command" not in edits[0]  # counting is off: nothing to report back
+
+
+async def test_turned_off_there_are_none(client: LanguageClient) -> None:
+    await start(client, settings={"nextEdits": {"enabled": False}})
+    open_doc(client, URI, TEXT)
+    rename_w(client)
+    assert await ask(client, params()) == []
+    assert (await status(client))["next_edits"]["asked"] == 0
+    client.workspace_did_change_configuration(
+        lsp.DidChangeConfigurationParams(settings={"nextEdits": {"enabled": True}})
+    )
+    assert len(await ask(client, params())) == 1
+    # an edit that implies nothing elsewhere: a new line appended to another document
+    other = "file:///work/other.py"
+    open_doc(client, other, TEXT)
+    end = TEXT.count("\n")
+    client.text_document_did_change(
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=other, version=2),
+            content_changes=[
+                lsp.TextDocumentContentChangePartial(
+                    range=lsp.Range(lsp.Position(end, 0), lsp.Position(end, 0)), text="x = 1\n"
+                )
+            ],
+        )
+    )
+    edit = {
+        "textDocument": {"uri": other, "version": 2},
+        "position": {"line": end + 1, "character": 0},
+    }
+    assert await ask(client, edit) == []
+    counts = (await status(client))["next_edits"]
+    assert counts["asked"] == 2 and counts["kinds"]["rename"]["suggested"] == 1
