@@ -44,7 +44,7 @@ class EditAsk:
     language_id: str
     edits: Sequence[Edit]  # the document's recent edits, oldest first (History.edits())
     tree: Any | None  # its tree-sitter tree, None without a grammar
-    viewed: Sequence[Excerpt] = ()  # other documents seen last, newest first (viewed.py)
+    viewed: Sequence[Excerpt] = ()  # other documents seen last, newest last (viewed.py)
 
 
 Source = Callable[[EditAsk, Options], Awaitable[list[Suggestion]]]

@@ -74,5 +74,6 @@ class Viewed:
         self._seen.pop(uri, None)
 
     def recent(self, exclude: str | None = None) -> list[Excerpt]:
-        """The excerpts, newest first, less the one of `exclude` (the document asked about)."""
-        return [e for uri, e in reversed(self._seen.items()) if uri != exclude]
+        """The excerpts, oldest first (as History.edits() and the prompts have them), less the
+        one of `exclude` (the document asked about)."""
+        return [e for uri, e in self._seen.items() if uri != exclude]

@@ -109,18 +109,18 @@ def test_the_viewed_ring_is_bounded_and_leaves_out_the_document_asked_about() ->
         ring.saw(f"file:///{i}.py", text, text.index("row 100"))
     assert len(ring) == MAX_ENTRIES
     recent = ring.recent(exclude=f"file:///{MAX_ENTRIES + 2}.py")
-    assert [e.uri for e in recent][:2] == [
-        f"file:///{MAX_ENTRIES + 1}.py",
+    assert [e.uri for e in recent][-2:] == [
         f"file:///{MAX_ENTRIES}.py",
-    ]
+        f"file:///{MAX_ENTRIES + 1}.py",
+    ]  # newest last
     assert len(recent) == MAX_ENTRIES - 1
-    first = recent[0]
+    first = recent[-1]
     assert first.text.splitlines()[0] == f"row {first.line}" and first.line == 100 - MAX_LINES // 2
     assert len(first.text.splitlines()) == MAX_LINES and "row 100" in first.text
     # seen again without a cursor (didFocus): the excerpt stays, now the newest
     ring.saw(f"file:///{MAX_ENTRIES}.py", "other text", None)
     assert (
-        ring.recent()[0].uri == f"file:///{MAX_ENTRIES}.py" and "row 100" in ring.recent()[0].text
+        ring.recent()[-1].uri == f"file:///{MAX_ENTRIES}.py" and "row 100" in ring.recent()[-1].text
     )
     # one long line: the characters nearest the cursor
     body, line = excerpt("a" * 5000 + "X" + "b" * 5000, 5000)
