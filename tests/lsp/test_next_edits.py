@@ -19,6 +19,8 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
+from lsp_server.options import NextEditOptions, parse_options
+
 URI = "file:///work/area.py"
 # line 2's `w` is at code point 17, UTF-16 unit 18 (the emoji takes two units)
 TEXT = 's = "né"\ndef area(w, h):\n    return "é🙂", w * h\n'
@@ -109,6 +111,9 @@ async def test_a_rename_suggests_the_next_reference_and_counts_its_acceptance(
         with pytest.raises(JsonRpcException) as caught:
             await client.protocol.send_request_async(METHOD, bad)
         assert caught.value.code == -32602, bad
+    # Copilot's didFocus, of a document open, unknown, or malformed: no answer, no harm
+    for focus in ({"textDocument": {"uri": URI}}, {"textDocument": {"uri": "file:///x"}}, [], None):
+        client.protocol.notify("textDocument/didFocus", focus)
     # still alive, and still answering
     assert len(await ask(client, params())) == 1
     assert (await status(client))["state"] == "ready"
@@ -165,3 +170,32 @@ async def test_turned_off_there_are_none(client: LanguageClient) -> None:
     assert await ask(client, edit) == []
     counts = (await status(client))["next_edits"]
     assert counts["asked"] == 2 and counts["kinds"]["rename"]["suggested"] == 1
+
+
+def test_the_settings_and_the_copilot_clients_own() -> None:
+    opts, errors = parse_options(
+        {
+            "nextEdits": {
+                "enabled": False,
+                "gate": 0.25,
+                "model": True,
+                "hostedAddress": "mercury+https://api.inceptionlabs.ai/v1/",
+                "maxLatencyMs": 120,
+            }
+        }
+    )
+    assert errors == []
+    assert opts.next_edits == NextEditOptions(
+        False, 0.25, True, "mercury+https://api.inceptionlabs.ai/v1", 120
+    )
+    bad = {"gate": 2, "hostedAddress": "https://x/v1", "maxLatencyMs": 0, "model": "yes"}
+    opts, errors = parse_options({"nextEdits": bad})
+    assert opts.next_edits == NextEditOptions() and len(errors) == 4
+    assert all(e.startswith("setting 'nextEdits.") for e in errors), errors
+    # what copilot-lsp.nvim's config sends a Copilot server: the client's own, no message
+    copilot = {
+        "editorInfo": {"name": "neovim", "version": "0.11.0"},
+        "editorPluginInfo": {"name": "Github Copilot LSP for Neovim", "version": "0.0.1"},
+        "nextEditSuggestions": {"enabled": True},
+    }
+    assert parse_options(copilot) == (parse_options(None)[0], [])
