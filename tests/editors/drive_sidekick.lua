@@ -1,0 +1,133 @@
+-- Drives sidekick.nvim's next edit suggestions (its files for them, vendored unmodified under
+-- vendor/sidekick.nvim) against dllm-infill-ls in a real headless Neovim; test_sidekick.py runs
+-- it as
+--   nvim --clean --headless --cmd 'set rtp^=vendor/sidekick.nvim' -c 'luafile drive_sidekick.lua' area.py
+-- Only configuration: a server whose name has `copilot` in it (what sidekick looks for) runs
+-- dllm-infill-ls, sidekick's next edits are enabled (`require('sidekick.nes').enable()`, its
+-- `:Sidekick nes enable`) and <Tab> is `require('sidekick').nes_jump_or_apply()`, as its README
+-- maps it. Environment: DLLM_LS (server command), DLLM_RESULT (JSON lines are appended there; the
+-- last is {"step": "done"}).
+
+local api = vim.api
+local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
+local h = dofile(here .. 'harness.lua')
+local emit, sleep, wait_for, keys = h.emit, h.sleep, h.wait_for, h.keys
+
+--- The configuration, as a user's init.lua would hold it (run once Neovim has started, as a
+--- plugin manager would).
+local function configure()
+  vim.lsp.config('copilot', {
+    cmd = { assert(os.getenv('DLLM_LS')) },
+    filetypes = { 'python' },
+    init_options = { model = 'builtin', device = 'cpu' },
+  })
+  vim.lsp.enable('copilot')
+  require('sidekick.nes').enable()
+  vim.keymap.set('n', '<Tab>', function()
+    if not require('sidekick').nes_jump_or_apply() then
+      return '<Tab>'
+    end
+  end, { expr = true, desc = 'Goto/Apply Next Edit Suggestion' })
+end
+
+local function lines()
+  return api.nvim_buf_get_lines(0, 0, -1, true)
+end
+
+--- sidekick's preview, from its extmarks: its sign's row and the text of its virtual text.
+local function preview()
+  local ns = require('sidekick.config').ns
+  local p, texts = nil, {}
+  for _, m in ipairs(api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })) do
+    local row, d = m[2], m[4]
+    p = p or {}
+    if d.sign_text then
+      p.sign_row = row
+    end
+    for _, chunk in ipairs(d.virt_text or {}) do
+      table.insert(texts, chunk[1])
+    end
+    for _, vl in ipairs(d.virt_lines or {}) do
+      for _, chunk in ipairs(vl) do
+        table.insert(texts, chunk[1])
+      end
+    end
+  end
+  if p then
+    p.text = table.concat(texts)
+  end
+  return p
+end
+
+local function status(client)
+  local result
+  client:request('dllm/status', {}, function(err, r)
+    result = err and { state = 'error', error = err.message } or r
+  end, 0)
+  return wait_for(10, function()
+    return result
+  end)
+end
+
+local function run()
+  configure()
+  local client = wait_for(30, function()
+    return vim.lsp.get_clients({ name = 'copilot', bufnr = 0 })[1]
+  end)
+  emit({ step = 'attach', ok = client ~= nil, encoding = client and client.offset_encoding })
+  if not client then
+    return
+  end
+  local st = wait_for(240, function()
+    local s = status(client)
+    return s and (s.state == 'ready' or s.state == 'failed' or s.state == 'error') and s
+  end)
+  emit({ step = 'ready', ok = st ~= nil and st.state == 'ready', state = st and st.state })
+  if not st or st.state ~= 'ready' then
+    return
+  end
+
+  -- The rename, as a person makes it: sidekick asks on leaving Insert mode and on TextChanged.
+  api.nvim_win_set_cursor(0, { 1, 9 })
+  keys('ciwwidth<Esc>', 'n')
+  local p = wait_for(60, function()
+    return require('sidekick.nes').have() and preview()
+  end)
+  local edit = require('sidekick.nes').get(api.nvim_get_current_buf())[1]
+  emit({
+    step = 'preview',
+    ok = p ~= nil,
+    preview = p,
+    lines = lines(),
+    edit = edit and { range = edit.range, text = edit.text, command = edit.command },
+  })
+  if not p then
+    return
+  end
+
+  -- <Tab>: the cursor jumps to the edit; <Tab> again applies it and runs its command.
+  local before = lines()
+  keys('<Tab>', 'm')
+  wait_for(5, function()
+    return api.nvim_win_get_cursor(0)[1] == 2
+  end)
+  emit({ step = 'jump', ok = true, cursor = api.nvim_win_get_cursor(0), lines = lines() })
+  keys('<Tab>', 'm')
+  local applied = wait_for(5, function()
+    return not vim.deep_equal(lines(), before)
+  end)
+  emit({ step = 'apply', ok = applied ~= nil, lines = lines(), cursor = api.nvim_win_get_cursor(0) })
+  local counted = wait_for(10, function()
+    local s = status(client)
+    local kinds = s and s.next_edits and s.next_edits.kinds or {}
+    return kinds.rename and kinds.rename.accepted == 1 and s
+  end) or status(client)
+  emit({ step = 'status', ok = counted ~= nil, next_edits = counted and counted.next_edits })
+end
+
+vim.defer_fn(function()
+  emit({ step = 'watchdog', ok = false, error = 'the script ran past 300 s' })
+  h.finish()
+end, 300000)
+
+h.run(run)
