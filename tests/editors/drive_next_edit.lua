@@ -3,7 +3,8 @@
 --   nvim --clean --headless --cmd 'set rtp^=editors/nvim' -c 'luafile drive_next_edit.lua' area.py
 -- Environment: DLLM_LS (server command), DLLM_RESULT (JSON lines are appended there; the last is
 -- {"step": "done"}), DLLM_SHOTS (a folder: the screen, as text, with the preview and after the
--- edit is applied), DLLM_SECOND (a second file with the same text, for the dismissal).
+-- edit is applied), DLLM_SECOND and DLLM_THIRD (two more files with the same text: the
+-- dismissal, and the keys in Insert mode).
 
 local api = vim.api
 local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
@@ -236,6 +237,39 @@ local function run()
     accepted = require('dllm.next_edit').accepted,
   })
   emit({ step = 'counts_after', ok = true, next_edits = next_edits() })
+
+  -- In Insert mode: the preview comes while typing; <Tab> goes to the edit, <Tab> applies it,
+  -- and Insert mode stays.
+  vim.cmd('edit ' .. vim.fn.fnameescape(assert(os.getenv('DLLM_THIRD'))))
+  wait_for(30, function()
+    return dllm.client(0)
+  end)
+  api.nvim_win_set_cursor(0, { 1, 9 })
+  keys('ciwwidth', 'n')
+  local typed = wait_for(60, preview)
+  local mode = api.nvim_get_mode().mode
+  keys('<Tab>', 'm')
+  local at = wait_for(5, function()
+    return api.nvim_win_get_cursor(0)[1] == 2 and api.nvim_win_get_cursor(0)
+  end)
+  local jumped_lines = lines()
+  keys('<Tab>', 'm')
+  wait_for(5, function()
+    return not vim.deep_equal(lines(), jumped_lines)
+  end)
+  emit({
+    step = 'insert_mode',
+    ok = typed ~= nil,
+    preview = typed,
+    mode = mode,
+    jumped_to = at,
+    jumped_lines = jumped_lines,
+    lines = lines(),
+    mode_after = api.nvim_get_mode().mode,
+    accepted = require('dllm.next_edit').accepted,
+  })
+  keys('<Esc>', 'n')
+  normal_mode()
 end
 
 vim.defer_fn(function()

@@ -42,6 +42,7 @@ def rename_counts(status_next_edits: dict[str, Any]) -> dict[str, Any]:
 def run_driver(binary: Path, work: Path, shots: Path) -> tuple[dict[str, Any], str]:
     (work / "area.py").write_text(TEXT)
     (work / "area2.py").write_text(TEXT)
+    (work / "area3.py").write_text(TEXT)
     result = work / "result.jsonl"
     env = {
         **os.environ,
@@ -49,6 +50,7 @@ def run_driver(binary: Path, work: Path, shots: Path) -> tuple[dict[str, Any], s
         "DLLM_RESULT": str(result),
         "DLLM_SHOTS": str(shots),
         "DLLM_SECOND": str(work / "area2.py"),
+        "DLLM_THIRD": str(work / "area3.py"),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
     }
     plugin, script = ROOT / "editors" / "nvim", HERE / "drive_next_edit.lua"
@@ -71,7 +73,7 @@ def test_next_edit_preview_jump_apply_dismiss(nvim: Neovim, tmp_path: Path) -> N
     steps, output = run_driver(binary, tmp_path, shots)
     failed = [s for s in steps.values() if not s.get("ok")]
     assert not failed, f"{failed}\n{output}"
-    want = ["attach", "ready", "preview", "jump", "apply", "counts", "dismiss", "done"]
+    want = ["attach", "ready", "preview", "jump", "apply", "counts", "dismiss", "insert_mode"]
     missing = [name for name in want if name not in steps]
     assert not missing, f"steps not reached: {missing}\n{steps}\n{output}"
 
@@ -121,6 +123,13 @@ def test_next_edit_preview_jump_apply_dismiss(nvim: Neovim, tmp_path: Path) -> N
     assert dismiss["mode"] == "n" and dismiss["tab"] == "" and dismiss["accepted"] == 1
     after = rename_counts(steps["counts_after"]["next_edits"])
     assert after == {"suggested": 2, "shown": 2, "accepted": 1}, steps["counts_after"]
+
+    # the same keys in Insert mode, which they leave as it is
+    insert = steps["insert_mode"]
+    assert insert["mode"] == "i" and insert["preview"]["added"] == "width", insert
+    assert insert["jumped_to"] == [2, 11] and insert["jumped_lines"] == RENAMED, insert
+    assert insert["lines"] == APPLIED and insert["mode_after"] == "i", insert
+    assert insert["accepted"] == 2, insert
 
 
 SWITCH = (
