@@ -12,6 +12,8 @@
 //   apply     Tab: the document has `return width * h`, nothing drawn any more
 //   counts    dLLM: Show Status: one next edit of kind rename accepted
 //   dismiss   `h` renamed `height`: a preview again; Esc: gone, and the document as typed
+// DLLM_SCENARIO next-edit-off (dllm.nextEdits.enabled false), one step:
+//   off       `w` renamed `width`: nothing drawn for DLLM_QUIET_WAIT s (8), none counted
 
 const fs = require('fs');
 const path = require('path');
@@ -34,6 +36,8 @@ const CHROMIUM = process.env.DLLM_CHROMIUM || '/usr/bin/chromium';
 const NAME = path.basename(FILE);
 const STATUS_ITEM = 'dllm-infill.dllm-infill'; // the DOM id VS Code gives the extension's item
 const WAIT_MS = Number(process.env.DLLM_NEXT_EDIT_WAIT || 60) * 1000;
+const QUIET_MS = Number(process.env.DLLM_QUIET_WAIT || 8) * 1000;
+const SCENARIO = process.env.DLLM_SCENARIO || 'next-edit';
 
 const sinceLaunch = () => Date.now() / 1000 - T0;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -321,6 +325,32 @@ async function run(page) {
   });
 }
 
+/** With next edits off: the same rename, and nothing drawn or counted. */
+async function runOff(page) {
+  if (!(await openReady(page))) {
+    return;
+  }
+  await goTo(page, '1:11');
+  await page.keyboard.type('idth');
+  const drawn = await until(QUIET_MS, async () => {
+    const v = await view(page);
+    return v && (v.markers.length || v.struck.length || v.lines.join('\n').includes('Tab:')) && v;
+  });
+  const after = await view(page);
+  await runCommand(page, 'dLLM: Show Status');
+  const line = await until(15000, async () =>
+    (await toasts(page)).find((m) => m.startsWith('dLLM: ready'))
+  );
+  emit({
+    step: 'off',
+    ok: drawn === undefined && line !== undefined && !line.includes('next edits'),
+    drawn: drawn || null,
+    view: after,
+    line,
+    screenshot: await screenshot(page, 'off'),
+  });
+}
+
 async function main() {
   fs.mkdirSync(SCREENS, { recursive: true });
   const browser = await puppeteer.launch({
@@ -349,7 +379,11 @@ async function main() {
     process.exit(2);
   }, 420000);
   try {
-    await run(page);
+    const scenario = { 'next-edit': run, 'next-edit-off': runOff }[SCENARIO];
+    if (!scenario) {
+      throw new Error(`DLLM_SCENARIO is next-edit or next-edit-off, not ${SCENARIO}`);
+    }
+    await scenario(page);
   } catch (error) {
     let shot;
     try {

@@ -3,9 +3,9 @@ chromium against the real server: a parameter renamed by typing, the server's
 `textDocument/copilotInlineEdit` proposes the same rename at its use on the next line, shown there
 as a marker and a preview; Tab goes to it, Tab again applies it, and the server counts one
 accepted next edit of kind "rename"; a second rename's preview goes with Esc and leaves the
-document as typed. drive_vscode_next_edit.js does the editing (code_server.py starts
-code-server). Off unless DLLM_EDITOR_TESTS=1, like test_vscode.py, whose code-server install it
-shares.
+document as typed. With `dllm.nextEdits.enabled` off the same rename shows and counts nothing.
+drive_vscode_next_edit.js does the editing (code_server.py starts code-server). Off unless
+DLLM_EDITOR_TESTS=1, like test_vscode.py, whose code-server install it shares.
 
 The screenshots are build/editor-screens/vscode-next-edit-*.png (printed at the end); the
 preview and the applied edit are also copied to /tmp/shots/.
@@ -73,3 +73,20 @@ def test_next_edit_goes_applies_counts_and_dismisses(
             f"\nnext edit previewed {steps['preview']['after_typing_s']:.1f} s after typing; "
             f"status: {steps['counts']['line']}\nscreenshots: {' '.join(shots)}"
         )
+
+
+@pytest.mark.usefixtures("next_edit_driver")
+def test_next_edits_off_shows_and_counts_none(tmp_path: Path) -> None:
+    source = tmp_path / "area.py"
+    source.write_text(TEXT)
+    settings = {
+        "dllm.serverPath": str(SERVER),
+        "dllm.device": "cpu",
+        "dllm.nextEdits.enabled": False,
+    }
+    run = drive(tmp_path / "vscode", source, settings, "next-edit-off")
+    run.check(["browser", "workbench", "open", "ready", "off"])
+    off = run.by_step["off"]
+    assert off["drawn"] is None and off["view"]["markers"] == [], run.report
+    assert off["view"]["lines"][:2] == ["def area(width, h):", "    return w * h"], run.report
+    assert "next edits" not in off["line"], run.report
