@@ -1,7 +1,8 @@
 -- Drives copilot-lsp (copilotlsp-nvim/copilot-lsp, vendored unmodified under vendor/copilot-lsp),
 -- a client of Copilot's next edit suggestions, against dllm-infill-ls in a real headless Neovim;
 -- test_copilot_lsp.py runs it as
---   nvim --clean --headless --cmd 'set rtp^=vendor/copilot-lsp' -c 'luafile drive_copilot_lsp.lua' area.py
+--   nvim --clean --headless --cmd 'set rtp^=vendor/copilot-lsp' \
+--     -c 'luafile drive_copilot_lsp.lua' area.py
 -- Only configuration, as its README has a user write it: the `copilot_ls` server's command is
 -- dllm-infill-ls, and <Tab> walks to the suggestion or applies it. Environment: DLLM_LS (server
 -- command), DLLM_RESULT (JSON lines are appended there; the last is {"step": "done"}).
@@ -71,7 +72,8 @@ local function configure()
   vim.keymap.set('n', '<Tab>', function()
     if vim.b[api.nvim_get_current_buf()].nes_state then
       local nes = require('copilot-lsp.nes')
-      local _ = nes.walk_cursor_start_edit() or (nes.apply_pending_nes() and nes.walk_cursor_end_edit())
+      local _ = nes.walk_cursor_start_edit()
+        or (nes.apply_pending_nes() and nes.walk_cursor_end_edit())
       return nil
     end
     return '<C-i>'

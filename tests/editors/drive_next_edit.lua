@@ -192,7 +192,8 @@ local function run()
     accepted = require('dllm.next_edit').accepted,
   })
   local caption = 'after <Tab> (to line 2) and <Tab> again (applied): no preview left'
-  emit({ step = 'shot_applied', ok = true, screen = shot('nvim_next_edit_applied.txt', nil, caption) })
+  local applied_screen = shot('nvim_next_edit_applied.txt', nil, caption)
+  emit({ step = 'shot_applied', ok = true, screen = applied_screen })
 
   -- dllm/status's next edits: { asked, kinds = { rename = { suggested, shown, accepted } } }
   local function next_edits()

@@ -1,7 +1,8 @@
 -- Drives sidekick.nvim's next edit suggestions (its files for them, vendored unmodified under
 -- vendor/sidekick.nvim) against dllm-infill-ls in a real headless Neovim; test_sidekick.py runs
 -- it as
---   nvim --clean --headless --cmd 'set rtp^=vendor/sidekick.nvim' -c 'luafile drive_sidekick.lua' area.py
+--   nvim --clean --headless --cmd 'set rtp^=vendor/sidekick.nvim' \
+--     -c 'luafile drive_sidekick.lua' area.py
 -- Only configuration: a server whose name has `copilot` in it (what sidekick looks for) runs
 -- dllm-infill-ls, sidekick's next edits are enabled (`require('sidekick.nes').enable()`, its
 -- `:Sidekick nes enable`) and <Tab> is `require('sidekick').nes_jump_or_apply()`, as its README
@@ -116,7 +117,8 @@ local function run()
   local applied = wait_for(5, function()
     return not vim.deep_equal(lines(), before)
   end)
-  emit({ step = 'apply', ok = applied ~= nil, lines = lines(), cursor = api.nvim_win_get_cursor(0) })
+  local cursor = api.nvim_win_get_cursor(0)
+  emit({ step = 'apply', ok = applied ~= nil, lines = lines(), cursor = cursor })
   local counted = wait_for(10, function()
     local s = status(client)
     local kinds = s and s.next_edits and s.next_edits.kinds or {}

@@ -7,7 +7,7 @@
 ---   init_options = { model = 'builtin' },  -- the server's settings (docs/editors.md)
 ---   keymaps = { accept = '<C-l>' },    -- merged with the defaults; false: none
 ---   inline = 'auto',                   -- 'auto' | 'native' | 'fallback' | false
----   next_edits = true,                 -- the edit that follows a change (server: nextEdits.enabled)
+---   next_edits = true,                 -- the edit that follows a change (nextEdits.enabled)
 --- })
 ---
 --- This module holds the configuration and wires the others: `dllm.server` (registration, the
@@ -91,7 +91,8 @@ function M.setup(opts)
   end
   -- the server hears whether to suggest next edits (a setting given there wins)
   local init = vim.deepcopy(cfg.init_options or {})
-  init.nextEdits = vim.tbl_extend('keep', init.nextEdits or {}, { enabled = cfg.next_edits ~= false })
+  local enabled = { enabled = cfg.next_edits ~= false }
+  init.nextEdits = vim.tbl_extend('keep', init.nextEdits or {}, enabled)
   cfg.init_options = init
   M.config = cfg
 

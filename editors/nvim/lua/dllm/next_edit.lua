@@ -228,10 +228,17 @@ local function map(buf, s)
   end
 end
 
+local function is_position(p)
+  return type(p) == 'table' and type(p.line) == 'number' and type(p.character) == 'number'
+end
+
 local function show(buf, client, edit)
   local s = buf_state(buf)
   local r = edit.range
-  if type(r) ~= 'table' or type(edit.text) ~= 'string' then
+  if type(r) ~= 'table' or not is_position(r.start) or not is_position(r['end']) then
+    return
+  end
+  if type(edit.text) ~= 'string' then
     return
   end
   local enc = client.offset_encoding
@@ -244,12 +251,13 @@ local function show(buf, client, edit)
   s.pos = { row = r.start.line, col = col, end_row = r['end'].line, end_col = end_col }
   draw(buf, s)
   map(buf, s)
-  -- Copilot's notification of a shown edit, as its own clients send it
-  local params = { item = { command = edit.command } }
-  if has_011 then
-    client:notify('textDocument/didShowInlineEdit', params)
-  else
-    client.notify('textDocument/didShowInlineEdit', params)
+  if type(edit.command) == 'table' then -- Copilot's report of a shown edit, as its clients send it
+    local params = { item = { command = edit.command } }
+    if has_011 then
+      client:notify('textDocument/didShowInlineEdit', params)
+    else
+      client.notify('textDocument/didShowInlineEdit', params)
+    end
   end
 end
 
@@ -274,6 +282,9 @@ local function on_result(buf, client, tick, err, result)
   if type(doc) == 'table' and doc.version ~= nil and doc.version ~= version_of(buf) then
     return -- for another version of the text
   end
+  if type(doc) == 'table' and doc.uri ~= nil and doc.uri ~= vim.uri_from_bufnr(buf) then
+    return -- an edit in another file: not previewed
+  end
   if api.nvim_get_current_buf() == buf then
     show(buf, client, edit)
   end
@@ -292,7 +303,8 @@ function M.request()
   local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
   params.textDocument.version = version_of(buf)
   -- bufnr: the client sends the buffer's pending didChange first
-  local ok, id = require('dllm').request(client, 'textDocument/copilotInlineEdit', params, function(err, result)
+  local method = 'textDocument/copilotInlineEdit'
+  local ok, id = require('dllm').request(client, method, params, function(err, result)
     on_result(buf, client, tick, err, result)
   end, buf)
   if ok then
