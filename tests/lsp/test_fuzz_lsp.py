@@ -47,7 +47,8 @@ SOURCE = (
 HOLE = (2, 4)  # the empty body line: the builtin model completes there
 FAST = {"decode": {"maxSpan": 8, "span": 8}, "candidates": 1, "debounceMs": 0}
 SNOOZE, ACCEPTED = "dllm.snooze", "dllm.accepted"
-COMMANDS = (FILL_BODY, REFACTOR, REFINE, SNOOZE, ACCEPTED)
+EDIT_ACCEPTED = "dllm.nextEditAccepted"
+COMMANDS = (FILL_BODY, REFACTOR, REFINE, SNOOZE, ACCEPTED, EDIT_ACCEPTED)
 CLIENT_ERRORS = (-32602, -32600, -32601)
 FIGURES: Counter[str] = Counter()
 STARTED = time.monotonic()
@@ -392,6 +393,8 @@ def command_arguments(draw: st.DrawFn, command: str) -> Any:
     if command == ACCEPTED:  # [{id, languageId}]
         item = {"id": draw(st.one_of(strings, ints)), "languageId": draw(strings)}
         return [draw(st.one_of(st.just(item), anything))]
+    if command == EDIT_ACCEPTED:  # [id]
+        return [draw(st.one_of(strings, ints, anything))]
     where = draw(position if command == FILL_BODY else rng)
     args = [draw(uri), where]
     if draw(st.booleans()):
@@ -434,7 +437,7 @@ def test_fuzz_execute_command(peer: Peer, params: Any) -> None:
         assert instruction_ok or reply.get("error", {}).get("code") == -32602, reply  # not dropped
     if "error" in reply:
         assert peer.shown[shown:] == [], "a client's mistake is no popup"
-    elif params["command"] in (SNOOZE, ACCEPTED):
+    elif params["command"] in (SNOOZE, ACCEPTED, EDIT_ACCEPTED):
         FIGURES[f"executeCommand {params['command']} answered"] += 1
     else:
         assert isinstance(reply["result"], dict), reply

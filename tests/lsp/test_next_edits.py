@@ -11,12 +11,16 @@ on each change gets the same edit as one that sends the change alone.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from lsp_client import open_doc, plain, start, status
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lsp_client import StdioPeer, init_params, open_doc, plain, start, status
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
+from pygls.protocol import default_converter
 from pytest_lsp import LanguageClient
 
 from lsp_server.options import NextEditOptions, parse_options
@@ -199,3 +203,87 @@ def test_the_settings_and_the_copilot_clients_own() -> None:
         "nextEditSuggestions": {"enabled": True},
     }
     assert parse_options(copilot) == (parse_options(None)[0], [])
+
+
+# -- any params at all, over the raw wire ----------------------------------------------------------
+json_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(), st.text(max_size=8)
+)
+anything = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+coordinate = st.one_of(st.integers(-2, 40), st.sampled_from([2**31 - 1, 2**31, 10**30]), anything)
+shaped = st.fixed_dictionaries(
+    {
+        "textDocument": st.fixed_dictionaries(
+            {"uri": st.one_of(st.just(URI), st.just(""), anything)},
+            optional={"version": st.one_of(st.integers(0, 4), anything)},
+        ),
+        "position": st.one_of(
+            st.fixed_dictionaries({"line": coordinate, "character": coordinate}), anything
+        ),
+    },
+    optional={"context": anything, "extra": anything},
+)
+
+
+class WirePeer(StdioPeer):
+    def call(self, method: str, params: Any) -> dict[str, Any]:
+        return self.reply(self.ask(method, params), timeout=10.0)
+
+
+@pytest.fixture(scope="module")
+def peer() -> Iterator[WirePeer]:
+    p = WirePeer()
+    try:
+        init = default_converter().unstructure(init_params())
+        assert "result" in p.reply(p.ask("initialize", init), timeout=120.0)
+        p.notify("initialized", {})
+        p.open(URI, TEXT)
+        change = {
+            "range": {"start": {"line": 1, "character": 9}, "end": {"line": 1, "character": 10}},
+            "text": "width",
+        }
+        p.notify(
+            "textDocument/didChange",
+            {"textDocument": {"uri": URI, "version": 2}, "contentChanges": [change]},
+        )
+        yield p
+    finally:
+        if p.proc.poll() is None:
+            p.send({"jsonrpc": "2.0", "id": "bye", "method": "shutdown"})
+            p.notify("exit", None)
+            p.proc.wait(timeout=30)
+
+
+@settings(
+    deadline=None, database=None, max_examples=120, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(st.one_of(shaped, anything), anything)
+def test_any_params_get_edits_or_invalid_params(peer: WirePeer, params: Any, report: Any) -> None:
+    reply = peer.call(METHOD, params)
+    assert ("result" in reply) != ("error" in reply), reply
+    if "error" in reply:
+        assert reply["error"]["code"] == -32602 and len(reply["error"]["message"]) < 200, reply
+    else:
+        edits = reply["result"]["edits"]
+        assert len(edits) <= 1
+        for edit in edits:  # only ever the open document, at its version
+            assert edit["textDocument"] == {"uri": URI, "version": 2} and edit["text"] == "width"
+    peer.notify("textDocument/didShowInlineEdit", report)
+    peer.notify("textDocument/didFocus", report)
+    reply = peer.call(
+        "workspace/executeCommand", {"command": "dllm.nextEditAccepted", "arguments": [report]}
+    )
+    assert "result" in reply, reply
+    assert peer.errors == [], "a popup of type Error: a failure of ours"
+
+
+def test_after_the_fuzz_the_server_still_answers(peer: WirePeer) -> None:
+    reply = peer.call(METHOD, params())
+    assert [e["range"]["start"] for e in reply["result"]["edits"]] == [{"line": 2, "character": 18}]
+    assert peer.proc.poll() is None and peer.errors == []
