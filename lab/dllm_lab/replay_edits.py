@@ -359,6 +359,11 @@ async def replay(
     from .bench_lsp import plain
 
     client = LanguageClient("dllm-replay-edits", "0")
+
+    @client.feature(lsp.WINDOW_LOG_MESSAGE)
+    def _log(params: lsp.LogMessageParams) -> None:
+        pass  # the server's log lines are not the report
+
     await client.start_io(*server, env=env)
     caps = lsp.ClientCapabilities(window=lsp.WindowClientCapabilities(work_done_progress=False))
     await client.initialize_async(
@@ -513,6 +518,42 @@ def gated(probes: Sequence[Probe], thresholds: dict[str, float]) -> dict[str, An
     }
 
 
+def curves(probes: Sequence[Probe], step: float = 0.1) -> dict[str, list[dict[str, Any]]]:
+    """Per kind, at thresholds 0, step, 2 step, ...: where an edit follows, how often its surest
+    candidate passes (shown %) and is right among those (right %); after single-hunk commits,
+    how often it passes (false %). And `oracle`: how often any candidate at all is right."""
+    succ = [p for p in probes if p.when == "successor"]
+    singles = [p for p in probes if p.when == "single"]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for kind in sorted({k for p in probes for k, _, _ in p.found}):
+
+        def best(p: Probe, kind: str = kind) -> tuple[float, bool] | None:
+            mine = [(s, r) for k, s, r in p.found if k == kind]
+            return max(mine) if mine else None
+
+        rows = []
+        for i in range(round(1 / step)):
+            t = round(i * step, 3)
+            shown = [b for p in succ if (b := best(p)) is not None and b[0] >= t]
+            false = sum((b := best(p)) is not None and b[0] >= t for p in singles)
+            if not shown and not false:
+                break
+            rows.append(
+                {
+                    "threshold": t,
+                    "shown_pct": round(100 * len(shown) / max(len(succ), 1), 2),
+                    "right_pct": round(100 * sum(r for _, r in shown) / len(shown), 1)
+                    if shown
+                    else None,
+                    "false_pct": round(100 * false / max(len(singles), 1), 2),
+                }
+            )
+        out[kind] = rows
+    right = sum(any(r for _, _, r in p.found) for p in succ)
+    out["oracle"] = [{"right_somewhere_pct": round(100 * right / max(len(succ), 1), 2)}]
+    return out
+
+
 def write_thresholds(fitted: dict[str, float | None], path: Path = THRESHOLDS_FILE) -> None:
     """Fitted kinds written into the thresholds file (a kind never right enough: 1.01, never
     shown); the kinds not fitted keep theirs."""
@@ -580,6 +621,19 @@ def table(out: dict[str, Any], order: str = "both") -> str:
     return "\n".join(rows)
 
 
+def kind_table(out: dict[str, Any], order: str = "both") -> str:
+    """Pooled, per kind of suggestion: what its shown answers were."""
+    kinds = out["languages"]["pooled"][order]["kinds"]
+    cols = ("exact", "partial", "wrong", "after_last", "false")
+    rows = ["| kind | " + " | ".join(cols) + " | right/shown% |", "|" + "---|" * (len(cols) + 2)]
+    for kind, c in sorted(kinds.items()):
+        shown = sum(c.get(x, 0) for x in ("exact", "partial", "wrong"))
+        right = c.get("exact", 0) + c.get("partial", 0)
+        pct = f"{100 * right / shown:.1f}" if shown else "-"
+        rows.append(f"| {kind} | " + " | ".join(str(c.get(x, 0)) for x in cols) + f" | {pct} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m dllm_lab.replay_edits", description=__doc__.split("\n")[0]
@@ -617,6 +671,8 @@ def main(argv: list[str] | None = None) -> int:
     if not a.fit:
         for order in [*orders, "both"] if len(orders) > 1 else orders:
             print(f"\n{order}:\n{table(out, order)}")
+        print(f"\nper kind (pooled, {'both orders' if len(orders) > 1 else orders[0]}):")
+        print(kind_table(out, "both" if len(orders) > 1 else orders[0]))
     else:
         print(json.dumps(out, indent=1))
     return 0
@@ -649,7 +705,20 @@ def run(
     out = report(groups, languages, orders)
     out["commits"] = len(commits)
     out["model"], out["device"] = final.get("model"), final.get("device")
+    out["revision"] = _revision()
     return out
+
+
+def _revision() -> str | None:
+    """This tree's commit (and whether it has changes): the rules the figures are of."""
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "-C", str(THRESHOLDS_FILE.parents[2]), "describe", "--always", "--dirty"],
+        capture_output=True,
+        check=False,
+    )
+    return done.stdout.decode().strip() or None
 
 
 def fit(commits: Sequence[Commit], orders: Sequence[str], write: bool, progress: bool) -> dict:
@@ -671,6 +740,7 @@ def fit(commits: Sequence[Commit], orders: Sequence[str], write: bool, progress:
         "asks": len(probes),
         "with_fitted": gated(probes, {**current, **usable}),
         "with_file": gated(probes, current),
+        "curves": curves(probes),
     }
 
 
