@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 MIN_SLACK = 4  # masks past the old length (fixed-length decoding): at least this many ...
 SLACK_SHARE = 4  # ... or a quarter of the old length
+MASKED = True
+ABSOLUTE = True
 REGION_SHARE = 2  # a region whose reach is over 1/2 of the positions is narrowed
 # the regions tried, widest first: (lines above, lines below) the cursor's line
 NARROWING = ((LINES_BEFORE, LINES_AFTER), (1, 2), (0, 1), (0, 0))
@@ -146,7 +148,9 @@ def suggestion(
     engine: Engine, text: str, p: Prompt, new: str, edits: Sequence[Edit], language_id: str
 ) -> Suggestion | None:
     """The region's rewrite as a model suggestion in `text`'s offsets, scored by `verify`; None
-    when it changes nothing or is too long to show."""
+    when it changes nothing, empties the region or is too long to show."""
+    if not new.strip() and p.old.strip():
+        return None  # an end token at once: the model declining, not an edit
     change = replacement(p.old, new)
     if change is None or len(change[2]) > MAX_TEXT_CHARS:
         return None
@@ -158,12 +162,13 @@ def suggestion(
 # -- verify -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Window:
-    """A candidate's canvas (the document as it would be after it, cut to the model) and the
-    positions [lo, hi) of its changed tokens, which are scored."""
+    """A canvas (the document as it would be after a suggestion, cut to the model) whose
+    positions [lo, hi) are masked and scored on the tokens `want` there."""
 
     ids: list[int]
     lo: int
     hi: int
+    want: list[int]
 
 
 def verify(
@@ -174,81 +179,93 @@ def verify(
     language_id: str = "plaintext",
 ) -> list[float]:
     """One score per suggestion, 0 to 1: the geometric mean of the model's probabilities of its
-    changed tokens in place, all read in one batched pass. 0.0 for one that cannot be read here
+    changed tokens, masked, all read in one batched pass. 0.0 for one that cannot be read here
     (another document's, or one too long for the model). ValueError for a span outside `text`."""
     for s in suggestions:
         if s.uri is None and s.end > len(text):
             raise ValueError(f"a suggestion's span [{s.start}, {s.end}) is outside the text")
-    windows = [
+    found = [
         window(engine, text, s, edits, language_id) if s.uri is None else None for s in suggestions
     ]
-    read = [w for w in windows if w is not None]
+    read = [w for w in found if w is not None]
     scores = iter(score(engine, read) if read else [])
-    return [next(scores) if w is not None else 0.0 for w in windows]
+    return [next(scores) if w is not None else 0.0 for w in found]
 
 
 def window(
     engine: Engine, text: str, s: Suggestion, edits: Sequence[Edit], language_id: str
 ) -> Window | None:
     """The suggestion's canvas: the whole lines it touches, after it, between the prompt's
-    prefix and suffix; its changed tokens are those that differ from the same lines before it
-    (common leading and trailing tokens trimmed), or the two around a deletion's seam."""
+    prefix and suffix. Its changed tokens (those that differ from the same lines before it,
+    common leading and trailing tokens trimmed; for a deletion, the two on either side of the
+    seam) are masked and scored. None: too long for the model, or nothing to read."""
     new = s.applied(text)
     stop = s.start + len(s.text)
     lo = new.rfind("\n", 0, s.start) + 1
     hi = line_end(new, stop - 1 if stop > s.start else s.start)
     if lo == hi:  # a whole line deleted at the end: read the line before the seam
         lo = new.rfind("\n", 0, max(0, lo - 1)) + 1
-    if lo == hi:
-        return None
-    before = text[lo : hi - stop + s.end]
-    ids, old = engine.encode(new[lo:hi]), engine.encode(before)
+    ids, old = engine.encode(new[lo:hi]), engine.encode(text[lo : hi - stop + s.end])
     positions = int(engine.args.max_positions)
     if len(ids) * REGION_SHARE > positions:
         return None
-    a, most = 0, min(len(ids), len(old))
-    while a < most and ids[a] == old[a]:
-        a += 1
-    b = 0
-    while b < most - a and ids[-1 - b] == old[-1 - b]:
-        b += 1
-    first, last = a, len(ids) - b
-    if first >= last:  # tokens only removed: the seam's neighbours
-        first, last = max(0, a - 1), min(len(ids), a + 1)
     p = prompt(engine, new, lo, hi, edits, language_id, len(ids))
     pre, suf = trim_context(engine.encode(p.prefix), engine.encode(p.suffix), positions - len(ids))
-    return Window(pre + ids + suf, len(pre) + first, len(pre) + last)
+    canvas = pre + ids + suf
+    first, last = (len(pre) + i for i in changed(ids, old))
+    if first >= last:  # tokens only removed: the two on either side of the seam
+        first, last = max(0, first - 1), min(len(canvas), first + 1)
+    if first >= last:
+        return None
+    want = canvas[first:last]
+    canvas[first:last] = [engine.mask_id] * (last - first)
+    return Window(canvas, first, last, want)
+
+
+def changed(mine: Sequence[int], other: Sequence[int]) -> tuple[int, int]:
+    """The tokens of `mine` that differ from `other`: [first, last), after the common leading
+    and trailing tokens (empty when `mine` only lacks some of `other`'s)."""
+    a, most = 0, min(len(mine), len(other))
+    while a < most and mine[a] == other[a]:
+        a += 1
+    b = 0
+    while b < most - a and mine[-1 - b] == other[-1 - b]:
+        b += 1
+    return a, len(mine) - b
 
 
 def score(engine: Engine, windows: Sequence[Window]) -> list[float]:
     """One full pass over every window's canvas, padded to the longest and the padding hidden
-    from attention; only the scored positions go through the vocabulary projection."""
+    from attention; only the scored positions go through the vocabulary projection, and the
+    ids decoding never commits (the mask, control tokens) are out of the softmax, as there."""
     import torch  # here: the language server imports this module before any engine loads
 
     device = engine.device
+    b = len(windows)
     length = max(len(w.ids) for w in windows)
     width = max(w.hi - w.lo for w in windows)
-    ids = torch.zeros((len(windows), length), dtype=torch.long)
-    at = torch.zeros((len(windows), width), dtype=torch.long)  # [B, N] canvas positions scored
-    valid = torch.zeros((len(windows), width), dtype=torch.bool)
+    ids = torch.zeros((b, length), dtype=torch.long)
+    at = torch.zeros((b, width), dtype=torch.long)  # [B, N] the canvas positions scored
+    want = torch.zeros((b, width), dtype=torch.long)  # [B, N] the tokens scored there
+    valid = torch.zeros((b, width), dtype=torch.bool)
     for i, w in enumerate(windows):
+        n = w.hi - w.lo
         ids[i, : len(w.ids)] = torch.tensor(w.ids, dtype=torch.long)
-        at[i, : w.hi - w.lo] = torch.arange(w.lo, w.hi)
-        valid[i, : w.hi - w.lo] = True
+        at[i, :n] = torch.arange(w.lo, w.hi)
+        want[i, :n] = torch.tensor(w.want, dtype=torch.long)
+        valid[i, :n] = True
     lengths = torch.tensor([len(w.ids) for w in windows])
     mask = None
     if int(lengths.min()) != length:  # [B, 1, 1, L]: no query sees another row's padding
         mask = (torch.arange(length) < lengths[:, None])[:, None, None, :].to(device)
     shift = int(engine.args.logits_shift)  # logits for position j come from hidden state j - 1
-    sources = (at - shift).clamp(min=0)
-    positions = torch.arange(length).expand(len(windows), -1)
-    # the engine's lock: one decode step or scoring pass at a time (as Engine.remask)
+    sources = (at - shift).clamp(min=0).to(device)
+    positions = torch.arange(length).expand(b, -1).to(device)
+    # the engine's lock: one decode step or scoring pass at a time (as Engine.remask takes it)
     with engine._lock, torch.inference_mode():
-        raw = engine.model(
-            ids.to(device), positions.to(device), mask=mask, score=sources.to(device)
-        )
-        logp = torch.log_softmax(raw.float(), dim=-1)  # [B, N, V]
-        mine = logp.gather(2, ids.to(device).gather(1, at.to(device))[..., None])[..., 0]
-    mine = mine.cpu().masked_fill(~valid, 0.0)
-    means = mine.sum(1) / valid.sum(1).clamp(min=1)
+        raw = engine.model(ids.to(device), positions, mask=mask, score=sources).float()
+        raw[..., engine.runner.never.to(device)] = -torch.inf
+        logp = torch.log_softmax(raw, dim=-1)  # [B, N, V]
+        mine = logp.gather(2, want.to(device)[..., None])[..., 0].cpu()
+    means = mine.masked_fill(~valid, 0.0).sum(1) / valid.sum(1).clamp(min=1)
     return [min(1.0, max(0.0, math.exp(float(m)))) for m in means]
