@@ -13,13 +13,17 @@ candidate edits, several in one batched pass.
   (`speculate=None` picks it where the model has the tokens, the fast mode elsewhere). Otherwise
   the span is the old length plus some slack, and the model's end tokens shorten it.
 - The rewrite becomes the smallest replacement of the old region (common prefix and suffix
-  trimmed): a `Suggestion(kind="model")`; a rewrite equal to the old region suggests nothing.
-  The block loop does not keep its commits' probabilities, so its score is `verify`'s.
-- `verify` scores each candidate as drafts are verified in the fast mode: the candidate's text
-  in place in the canvas (the document as it would be after it), the model's probability of
-  each changed token at its position, read in one full pass; the score is their geometric mean
-  (0 to 1). For an untrusted model this is only read, as agreement; the model's own text is
-  never shown from it.
+  trimmed): a `Suggestion(kind="model")`. A rewrite equal to the old region suggests nothing,
+  nor one that empties it (an end token at once: the model declining, not an edit). The block
+  loop does not keep its commits' probabilities, so the score is `verify`'s.
+- `verify` asks the model whether it would write a candidate: the document as it would be
+  after it, its changed tokens masked (those that differ from the same lines before it; for a
+  deletion, the two on either side of the seam), and the model's probability of each of them
+  there, every candidate in one batched pass; the score is their geometric mean (0 to 1): a
+  lower bound of the decoding's own confidence, which sees earlier commits. Read in place
+  (unmasked, as the fast mode checks a draft), the builtin model scored its own garbage and
+  whole deletions near 1. For an untrusted model this is only read, as agreement; the
+  model's own text is never shown from it.
 """
 
 from __future__ import annotations
