@@ -563,6 +563,48 @@ def write_thresholds(fitted: dict[str, float | None], path: Path = THRESHOLDS_FI
     path.write_text(json.dumps(raw, indent=2) + "\n")
 
 
+def _whole_words(doc: str, change: Span) -> tuple[str, str]:
+    """The change's old and new text grown to whole words (w -> width, not "" -> "idth")."""
+    a, z = change.start, change.end
+    while a > 0 and (doc[a - 1].isalnum() or doc[a - 1] == "_"):
+        a -= 1
+    while z < len(doc) and (doc[z].isalnum() or doc[z] == "_"):
+        z += 1
+    return doc[a:z], doc[a : change.start] + change.text + doc[change.end : z]
+
+
+def relations(commits: Sequence[Commit], orders: Sequence[str]) -> Counter[str]:
+    """What the hunks still to come have to do with the edit just made, at each ask where an
+    edit follows (the first that holds): the same replacement (the edit's old text replaced by
+    its new one in a remaining hunk gives that hunk), the same deletion, the same insertion, a
+    line it wrote is written again, or other. How much a rule that repeats the last edit could
+    cover, whatever the rules are today."""
+    out: Counter[str] = Counter()
+    for commit in commits:
+        for order in orders:
+            for st in steps(commit, order):
+                if st.single or not st.remaining:
+                    continue
+                old, new = _whole_words(st.before, st.change)
+                pairs = [(st.text[h.start : h.end], h.text) for h in st.remaining]
+                written = {x.strip() for x in new.split("\n") if x.strip()}
+                if old and new and any(old in o and o.replace(old, new) == n for o, n in pairs):
+                    out["same replacement"] += 1
+                elif (
+                    old
+                    and not new
+                    and any(old in o and o.replace(old, "", 1) == n for o, n in pairs)
+                ):
+                    out["same deletion"] += 1
+                elif not old and any(not o and n.strip() == new.strip() for o, n in pairs):
+                    out["same insertion"] += 1
+                elif any(written & {x.strip() for x in n.split("\n")} for _, n in pairs):
+                    out["a written line again"] += 1
+                else:
+                    out["other"] += 1
+    return out
+
+
 # --- the command --------------------------------------------------------------------------
 
 
@@ -646,6 +688,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the report here ('-': stdout)")
     ap.add_argument("--fit", action="store_true", help="fit the gate's thresholds per kind")
     ap.add_argument("--write", action="store_true", help="with --fit: write them (next_edits.json)")
+    ap.add_argument(
+        "--relations", action="store_true", help="what the next hunks repeat (no server)"
+    )
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     languages = [x for x in a.languages.split(",") if x]
@@ -658,6 +703,11 @@ def main(argv: list[str] | None = None) -> int:
     orders = list(ORDERS) if a.order == "both" else [a.order]
     try:
         commits = select([c for p in a.histories for c in load(p)], languages, a.limit)
+        if a.relations:
+            found = relations(commits, orders)
+            total = sum(found.values())
+            print(json.dumps({k: [n, round(100 * n / total, 1)] for k, n in found.most_common()}))
+            return 0
         if a.fit:
             out = fit(commits, orders, a.write, not a.no_progress)
         else:

@@ -21,6 +21,7 @@ from dllm_lab.replay_edits import (
     fit_thresholds,
     gated,
     in_process_candidates,
+    relations,
     replay,
     report,
     score,
@@ -158,6 +159,15 @@ def test_in_process_candidates_see_the_rename() -> None:
     probes = list(in_process_candidates(_rename_commit(), "forward"))
     assert [p.when for p in probes] == ["successor", "last"]
     assert ("rename", True) in {(k, right) for k, _, right in probes[0].found}
+
+
+def test_relations_read_a_rename_as_the_same_replacement() -> None:
+    commit = _rename_commit()
+    assert relations([commit], ["forward", "backward"]) == {"same replacement": 2}
+    moved = Commit(
+        "t/m", "1" * 40, "m.py", "python", "a\nb\nc\n", (Hunk(0, "a\n", ""), Hunk(2, "", "z\n"))
+    )
+    assert relations([moved], ["forward"]) == {"other": 1}
 
 
 def test_a_replay_through_the_language_server(repo: tuple[Path, dict[str, str]]) -> None:
