@@ -7,6 +7,7 @@ suggestions in bounds; and one replay runs end to end through the real language 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from dllm_lab.replay_edits import (
     score,
     steps,
     trimmed,
+    write_thresholds,
 )
 
 AREA = 'def area(w, h):\n    """The area."""\n    return w * h\n\n\nprint(area(2, 3))'
@@ -153,6 +155,14 @@ def test_the_fit_takes_the_lowest_threshold_within_bounds() -> None:
     shown = gated(probes, {"rename": 0.7, "twin": 2.0})
     assert shown["edits_with_successor"] == 22
     assert shown["right_of_shown_pct"] == 100.0 and shown["false_after_single_pct"] == 2.4
+
+
+def test_the_fitted_thresholds_are_written_over_the_fitted_kinds_only(tmp_path: Path) -> None:
+    path = tmp_path / "next_edits.json"
+    path.write_text('{"about": "x", "thresholds": {"rename": 0.5, "twin": 0.7, "model": 0.9}}')
+    write_thresholds({"rename": 0.8, "twin": None}, path)
+    raw = json.loads(path.read_text())
+    assert raw["about"] == "x" and raw["thresholds"] == {"rename": 0.8, "twin": 1.01, "model": 0.9}
 
 
 def test_in_process_candidates_see_the_rename() -> None:
