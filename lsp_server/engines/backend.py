@@ -19,6 +19,9 @@ No secret is logged, at any level: the backend puts untrusted.py's filter on pyg
 ours when it is made (before the initialize params, `engineToken` among them, reach pygls' log),
 and gives it the token and key of each engine it loads.
 
+Next edits' model calls (`rewrite`, `verify`: infill_engine/edits/rewrite.py) run on the
+in-process engine only; with an engine elsewhere they raise `Unavailable` (a `NotReady`).
+
 With `engineAddress` nothing here imports torch or reads a model file: `load` (and with it
 torch, the loader, the model) is imported only when the in-process engine loads.
 """
@@ -280,8 +283,9 @@ class Backend:
     ) -> Suggestion | None:
         """The model's next edit: the region around `cursor` of `text` (around [cursor, end],
         a candidate's span) rewritten with the document's recent `edits` in the prompt, as the
-        smallest replacement (kind "model", scored by the model's agreement); None when the
-        model changes nothing or `cancel` stopped it. `Unavailable` for an engine elsewhere."""
+        smallest replacement (kind "model", scored by verify); None when the model changes
+        nothing, empties the region, or `cancel` stopped it (`Superseded`: set before it began).
+        `Unavailable` for an engine elsewhere; ValueError for lines too long for the model."""
         if priority not in PRIORITIES:
             raise ValueError(f"priority must be one of {list(PRIORITIES)}, got {priority!r}")
         if not 0 <= cursor <= (cursor if end is None else end) <= len(text):
