@@ -69,13 +69,14 @@ async def inline_edit(ls: DllmServer, step: NextEdits, params: Any) -> dict[str,
     if doc is None or offset is None or version not in (None, doc.version):
         return empty
     ls.documents.viewed.saw(doc.uri, doc.text, offset)
-    asked_at = doc.version
+    asked_at, text = doc.version, doc.text
     found = await step.suggest(doc, offset, ls.options, ls.documents.viewed.recent(doc.uri))
-    if found is None or ls.document(doc.uri) is not doc or doc.version != asked_at:
+    changed = ls.document(doc.uri) is not doc or doc.version != asked_at or doc.text is not text
+    if found is None or changed:
         return empty  # none, or the text changed while the sources ran
     target = doc if found.uri is None else ls.document(found.uri)
-    if target is None or found.end > len(target.text):
-        return empty
+    if target is None or not found.applies_to(target.text):
+        return empty  # another document, closed or changed under it
     start, end = ls.position(target.text, found.start), ls.position(target.text, found.end)
     edit: dict[str, Any] = {
         "range": {
