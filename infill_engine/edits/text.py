@@ -1,0 +1,108 @@
+"""What the structure rules read text by: tokens (names, numbers, strings and single marks, with
+their str spans), a line's shape (its tokens with names, numbers and strings abstracted; keywords
+stay themselves: `return x` and `yield x` differ), the token changes of an edit, and lines."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+from .history import Edit
+
+_TOKEN = re.compile(
+    r"[A-Za-z_$][\w$]*|\d[\w.]*|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|`[^`\n]*`|\S"
+)
+_NAME = re.compile(r"[A-Za-z_$][\w$]*\Z")
+# Keywords of the grammar languages that are not names: a rename never maps them, a shape keeps
+# them.
+_KEYWORDS = """
+    and as assert async await break case catch class const continue def default defer del do elif
+    else enum except export extends final finally fn for from func function go if impl import in
+    interface is let loop match mod module mut new nil none not null or package pass private
+    protected pub public raise return self static struct super switch this throw throws trait try
+    type typedef union unsafe use var void where while with yield true false True False None
+"""
+KEYWORDS = frozenset(_KEYWORDS.split())
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+    start: int
+    end: int
+
+
+def tokens(line: str) -> list[Token]:
+    return [Token(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(line)]
+
+
+def is_name(text: str) -> bool:
+    return bool(_NAME.match(text)) and text not in KEYWORDS
+
+
+def _kind(text: str) -> str:
+    if is_name(text):
+        return "N"
+    if text[0].isdigit():
+        return "0"
+    if text[0] in "\"'`" and len(text) > 1:
+        return "S"
+    return text
+
+
+def shape(toks: Sequence[Token]) -> tuple[str, ...]:
+    return tuple(_kind(t.text) for t in toks)
+
+
+def opcodes(a: Sequence[Token], b: Sequence[Token]) -> list[tuple[str, int, int, int, int]]:
+    return list(
+        SequenceMatcher(
+            None, [t.text for t in a], [t.text for t in b], autojunk=False
+        ).get_opcodes()
+    )
+
+
+def changes(edit: Edit) -> list[tuple[str, int, int, int, int]]:
+    return [
+        op
+        for op in opcodes(tokens(edit.lines_before), tokens(edit.lines_after))
+        if op[0] != "equal"
+    ]
+
+
+def words(text: str, name: str, lo: int, hi: int) -> Iterator[re.Match[str]]:
+    return re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])").finditer(text, lo, hi)
+
+
+def line_of(text: str, offset: int) -> tuple[int, int]:
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    return start, len(text) if end < 0 else end
+
+
+def lines_near(text: str, at: int, n: int) -> Iterator[tuple[int, int]]:
+    """The spans of up to n lines before and n after the line starting at `at`, nearest first
+    is not promised (the caller sorts)."""
+    lo = at
+    for _ in range(n):
+        if lo == 0:
+            break
+        lo = text.rfind("\n", 0, lo - 1) + 1
+    end = text.find("\n", at)
+    hi = end
+    for _ in range(n):
+        if hi < 0:
+            break
+        hi = text.find("\n", hi + 1)
+    hi = len(text) if hi < 0 else hi
+    pos = lo
+    while pos <= hi:
+        e = text.find("\n", pos)
+        e = len(text) if e < 0 else e
+        if pos != at:
+            yield pos, e
+        if e >= len(text):
+            break
+        pos = e + 1
