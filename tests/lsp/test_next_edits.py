@@ -6,7 +6,8 @@ UTF-16 on a line with characters outside the BMP, the document's version, and th
 execution counts one acceptance of kind "rename" in dllm/status. A stale version, an unknown
 document, the feature turned off, or an edit that implies nothing get `{edits: []}`; params of
 another shape get InvalidParams, and the server carries on. A client that sends the whole text
-on each change gets the same edit as one that sends the change alone.
+on each change gets the same edit as one that sends the change alone, in UTF-8 when it
+negotiated UTF-8.
 """
 
 from __future__ import annotations
@@ -123,10 +124,13 @@ async def test_a_rename_suggests_the_next_reference_and_counts_its_acceptance(
     assert (await status(client))["state"] == "ready"
 
 
-async def test_a_client_that_sends_the_whole_text_gets_the_same_edit(
+async def test_a_client_that_sends_the_whole_text_gets_the_same_edit_in_its_encoding(
     client: LanguageClient,
 ) -> None:
-    await start(client, settings={"stats": {"enabled": False}})
+    """A client that negotiated UTF-8 gets the range in bytes: the `w` after `"é🙂", ` is at
+    byte 21 of its line (é two bytes, the emoji four)."""
+    result = await start(client, settings={"stats": {"enabled": False}}, encodings=["utf-8"])
+    assert result.capabilities.position_encoding == lsp.PositionEncodingKind.Utf8
     open_doc(client, URI, TEXT)
     client.text_document_did_change(
         lsp.DidChangeTextDocumentParams(
@@ -137,8 +141,8 @@ async def test_a_client_that_sends_the_whole_text_gets_the_same_edit(
         )
     )
     edits = await ask(client, params())
-    assert [(e["range"]["start"], e["text"]) for e in edits] == [
-        ({"line": 2, "character": 18}, "width")
+    assert [(e["range"], e["text"]) for e in edits] == [
+        ({"start": {"line": 2, "character": 21}, "end": {"line": 2, "character": 22}}, "width")
     ]
     assert "command" not in edits[0]  # counting is off: nothing to report back
 
