@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_dream, make_llada
+from conftest import biased, make_dream, make_llada
 from test_coda import make_coda
 from test_dreamon import write_dreamon_tokenizer
 from test_llada2 import make_llada2
 from test_llada_moe import make_llada_moe
 
-from infill_engine import load
+from infill_engine import InfillParams, load
 from infill_engine.edits import Edit, History, Suggestion
 from infill_engine.edits.region import history_block, region
 from infill_engine.edits.rewrite import replacement, rewrite, verify
@@ -251,3 +251,23 @@ def test_a_cancelled_rewrite_stops_its_row(dream_engine: Engine) -> None:
 
     asyncio.run(cancel_it())
     assert flag.is_set()
+
+
+def test_the_fast_mode_commits_the_old_text_where_the_model_agrees(dream_engine: Engine) -> None:
+    """A model made to want one token everywhere, and a region of that token: the old text (the
+    draft) is predicted back and committed in one step, where plain decoding takes a token a
+    step (the fixed schedule)."""
+    e = dream_engine
+    q = e.encode("q")[0]
+    text = "q" * 40
+    assert e.encode(text) == [q] * 40
+    old = biased(e, q, 50.0)
+    try:
+        one = InfillParams(decode="fixed")
+        fast = rewrite(e, text, 10, (), "python", params=one, speculate="fast")
+        plain = rewrite(e, text, 10, (), "python", params=one, speculate="off")
+    finally:
+        e.model.lm_head = old
+    assert fast.result.drafted == 40 and plain.result.nfe == 50
+    assert fast.result.nfe < 20
+    assert fast.new.startswith(text)
