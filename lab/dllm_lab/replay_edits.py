@@ -686,6 +686,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most this many commits a language")
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--json", type=Path, default=None, help="write the report here ('-': stdout)")
+    ap.add_argument(
+        "--gate", type=float, default=None, help="nextEdits.gate, every kind's threshold (0: open)"
+    )
     ap.add_argument("--fit", action="store_true", help="fit the gate's thresholds per kind")
     ap.add_argument("--write", action="store_true", help="with --fit: write them (next_edits.json)")
     ap.add_argument(
@@ -698,6 +701,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--languages: not one of {list(LANGUAGES)}: {bad}")
     if a.limit is not None and a.limit < 1:
         ap.error(f"--limit must be >= 1, got {a.limit}")
+    if a.gate is not None and not 0.0 <= a.gate <= 1.0:
+        ap.error(f"--gate is a number from 0 to 1, got {a.gate}")
     if a.write and not a.fit:
         ap.error("--write needs --fit")
     orders = list(ORDERS) if a.order == "both" else [a.order]
@@ -711,13 +716,15 @@ def main(argv: list[str] | None = None) -> int:
         if a.fit:
             out = fit(commits, orders, a.write, not a.no_progress)
         else:
-            out = run(commits, orders, languages, a.model, not a.no_progress)
+            out = run(commits, orders, languages, a.model, not a.no_progress, a.gate)
     except (OSError, RuntimeError, ValueError, KeyError) as e:
         print(f"replay-edits: {e}", file=sys.stderr)
         return 2
     if a.json is not None:
         text = json.dumps(out, indent=1, allow_nan=False)
         print(text) if str(a.json) == "-" else a.json.write_text(text + "\n")
+    if str(a.json) == "-":
+        return 0
     if not a.fit:
         for order in [*orders, "both"] if len(orders) > 1 else orders:
             print(f"\n{order}:\n{table(out, order)}")
@@ -746,8 +753,11 @@ def run(
     languages: Sequence[str],
     model: str,
     progress: bool,
+    gate: float | None = None,
 ) -> dict[str, Any]:
-    settings = {"model": model, "debounceMs": 0, "stats": {"enabled": False}}
+    settings: dict[str, Any] = {"model": model, "debounceMs": 0, "stats": {"enabled": False}}
+    if gate is not None:
+        settings["nextEdits"] = {"gate": gate}
     server = [sys.executable, "-m", "lsp_server", "--log-level", "WARNING"]
     with tempfile.TemporaryDirectory(prefix="dllm-replay-") as state:
         env = {**os.environ, "XDG_STATE_HOME": state}  # not the user's acceptance counts
@@ -756,6 +766,7 @@ def run(
     out["commits"] = len(commits)
     out["model"], out["device"] = final.get("model"), final.get("device")
     out["revision"] = _revision()
+    out["settings"] = settings
     return out
 
 
