@@ -48,7 +48,7 @@ def reshaped(text: str, last: Edit, earlier: Sequence[Edit]) -> list[Suggestion]
             (block[i], was[i], now[j]) for i, (role, j) in enumerate(plan[0]) if role == "pair"
         ]
         if all(_transform(b, n, w) is not None for b, w, n in pairs):
-            converted += 1  # a block holding the change already: a series under way
+            converted += 1  # a block that reads so already: a series under way
             continue
         out = _apply(plan, block, was, now)
         if out is not None and out != block:
@@ -65,6 +65,8 @@ def reshaped(text: str, last: Edit, earlier: Sequence[Edit]) -> list[Suggestion]
         and [shape(tokens(w)) for w in e.lines_before.split("\n")] == form
         for e in earlier
     )
+    # The same change made before in this history, or lines that read as its result already:
+    # a series under way (on replayed histories the latter was right 9 times in 10).
     score = 0.45 + 0.25 * (repeated or converted > 0) + 0.1 * (len(found) > 1)
     score -= 0.15 * min(distance / WINDOW_LINES, 1.0)
     return [Suggestion(start, end, new_block, "shape", round(min(score, 0.95), 4))]
@@ -144,6 +146,8 @@ def _transform(line: str, before: str, after: str) -> str | None:
     for _, i1, i2, j1, j2 in reversed(ops):
         a, b = _gap(lt, line, i1, i2)
         x, y = _gap(at, after, j1, j2)
+        if i1 == 0 or j1 == 0:  # at the line's start: each line keeps its own indentation
+            a, x = (lt[0].start if i1 == 0 else a), (at[0].start if j1 == 0 and at else x)
         out = out[:a] + after[x:y] + out[b:]
     return out
 

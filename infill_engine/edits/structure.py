@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from .calls import signature
@@ -35,30 +36,56 @@ WINDOW_LINES = 60  # shape and twin rules look this far from the edit
 MAX_SCAN_CHARS = 400_000  # references and calls are looked for within this of the edit
 MIN_TWIN_CHARS = 8  # a deleted line shorter than this ("}", "pass") has no meaningful twin
 
+EARLIER = 2  # edits before the last that still propose
+AGING = 0.85  # a proposal one edit older is this much less sure
+
+# A node's type's last word -> the fields that bind a name there: declarations, definitions and
+# assignments (not a binary expression's left side, which is read, not bound).
+_BINDS = {
+    "declaration": ("name", "left", "pattern", "declarator"),
+    "definition": ("name", "declarator"),
+    "declarator": ("name", "declarator"),
+    "item": ("name", "pattern"),
+    "spec": ("name",),
+    "assignment": ("left",),
+    "statement": ("left",),
+}
+
 _SCOPES = ("function", "method", "lambda", "closure", "constructor")
 
 
 def candidates(
     text: str, edits: Sequence[Edit], language_id: str, cursor: int, tree: Any | None = None
 ) -> list[Suggestion]:
-    """Every structural candidate after the last of `edits`, best first (empty without one)."""
-    if not edits:
-        return []
-    last = edits[-1]
-    if last.clipped or last.end > len(text) or text[last.start : last.end] != last.new:
-        return []  # the history does not describe this text (a missed change): say nothing
+    """Every structural candidate after the last of `edits`, best first (empty without one).
+    What an earlier edit still implies (a rename not carried through yet) counts too, less
+    sure the older it is."""
+    found: list[Suggestion] = []
+    for age in range(min(EARLIER + 1, len(edits))):
+        edit = edits[len(edits) - 1 - age]
+        if edit.clipped or edit.end > len(text) or text[edit.start : edit.end] != edit.new:
+            break  # the history does not describe this text (a missed change): say nothing
+        found += [
+            replace(s, score=round(s.score * AGING**age, 4))
+            for s in _after(text, edit, edits[: len(edits) - 1 - age], tree)
+        ]
+    return sorted(found, key=lambda s: -s.score)
+
+
+def _after(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -> list[Suggestion]:
+    """The candidates one edit implies."""
     found: list[Suggestion] = []
     before, after = tokens(last.lines_before), tokens(last.lines_after)
     ops = [op for op in opcodes(before, after) if op[0] != "equal"]
     mapping = _renamed(ops, before, after)
     if mapping is not None:
-        found += _rename(text, last, mapping, edits[:-1], tree)
+        found += _rename(text, last, mapping, earlier, tree)
         found += signature(text, last)
     elif ops:
         found += signature(text, last)
-        found += reshaped(text, last, edits[:-1])
-    found += twin(text, last, edits[:-1])
-    return sorted(found, key=lambda s: -s.score)
+        found += reshaped(text, last, earlier)
+    found += twin(text, last, earlier)
+    return found
 
 
 def _renamed(
@@ -152,7 +179,7 @@ def _binding(text: str, offset: int, tree: Any | None) -> tuple[bool, tuple[int,
         if "parameter" in anc.type:
             bound = True
             break
-        for field in ("name", "left", "pattern", "declarator"):
+        for field in _BINDS.get(anc.type.split("_")[-1], ()):
             f = anc.child_by_field_name(field)
             if f is not None and f.start_byte <= child.start_byte and child.end_byte <= f.end_byte:
                 bound = True
