@@ -8,6 +8,7 @@ threads), in_process.py (the engine in this process: planning, the context, its 
 engine_service.py (a `dllm-infill serve` service: a thin client, no tokenizer, no torch) over
 link.py (the msgpack connection and what every transport shares) or http_link.py (HTTP), with
 window.py (the part of the document sent), hosted_fim.py (an OpenAI-compatible FIM API),
+hosted_edit.py and edit_prompt.py (a hosted next-edit API, Mercury Edit, and its prompt),
 untrusted.py (a remote's answer as hostile input), backoff.py (waiting between tries). Nothing here
 imports the rest of the server but options.py and workspace/positions.py.
 """

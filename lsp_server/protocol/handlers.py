@@ -26,7 +26,9 @@ from ..commands.editing import (
     refine_selection,
     regenerate_selection,
 )
+from ..completion.edit_sources import HostedSource, ModelSource
 from ..completion.inline import Ask
+from ..completion.next_edit import NextEdits, Source, structure
 from ..engines.backend import NotReady
 from ..engines.link import RemoteError
 from ..options import describe
@@ -76,7 +78,9 @@ def build_server() -> DllmServer:
     server.command(ACCEPT_COMMAND)(accepted)
     server.feature(DID_SHOW)(did_show)
     server.feature(DID_PARTIALLY_ACCEPT)(did_partially_accept)
-    register_next_edits(server)  # textDocument/copilotInlineEdit and its reports
+    # textDocument/copilotInlineEdit and its reports: structure, the model's rewrite, a hosted API
+    sources: list[Source] = [structure, ModelSource(server.backend), HostedSource(server.tell)]
+    register_next_edits(server, NextEdits(sources))
     server.feature(lsp.SHUTDOWN)(shutdown)
     return server
 
@@ -137,6 +141,7 @@ async def inline_completion(
     started, cached = time.perf_counter(), ls.completer.typeahead.hits
     indent = ls.protocol.formatting.get(doc.uri) if isinstance(ls.protocol, Protocol) else None
     ask = Ask(doc.uri, doc.text, offset, doc.language_id or "", invoked, doc.syntax_tree(), indent)
+    ls.documents.viewed.saw(doc.uri, doc.text, offset)  # what the user looks at: next edits read it
     version = doc.version
     try:
         texts = await ls.completer.complete(ask, ls.options)

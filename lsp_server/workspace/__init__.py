@@ -1,6 +1,7 @@
 """The workspace: the open documents and everything the server reads of the user's code.
 
-documents.py: the open documents and the LSP rules that change them.
+documents.py: the open documents, the LSP rules that change them, each one's edit history.
+viewed.py: excerpts of the documents seen last (next edits' context).
 positions.py: the one converter between LSP positions, str and byte offsets.
 trees.py: a document's tree-sitter tree, edited incrementally.
 memory.py: memory given back when a large document closes.
