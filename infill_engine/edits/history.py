@@ -50,6 +50,32 @@ class Edit:
         return replace(self, start=self.start + delta)
 
 
+def replacement(old: str, new: str) -> tuple[int, int, str] | None:
+    """The smallest replacement turning `old` into `new`: (start, end, text) within `old`, their
+    common prefix and suffix left out; None when they are equal. Compared a block at a time, so
+    a large text costs little."""
+    if old == new:
+        return None
+    n, head = min(len(old), len(new)), 0
+    while head + _BLOCK <= n and old[head : head + _BLOCK] == new[head : head + _BLOCK]:
+        head += _BLOCK
+    while head < n and old[head] == new[head]:
+        head += 1
+    tail, most = 0, n - head
+    while (
+        tail + _BLOCK <= most
+        and old[len(old) - tail - _BLOCK : len(old) - tail]
+        == new[len(new) - tail - _BLOCK : len(new) - tail]
+    ):
+        tail += _BLOCK
+    while tail < most and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return head, len(old) - tail, new[head : len(new) - tail]
+
+
+_BLOCK = 256
+
+
 def _clip(text: str) -> tuple[str, bool]:
     if len(text) <= MAX_EDIT_CHARS:
         return text, False

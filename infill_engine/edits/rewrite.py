@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from ..params import InfillParams, InfillResult, SpeculateMode
 from ..request import InfillRequest, trim_context
 from ..scheduler import Priority, settled
-from .history import Edit
+from .history import Edit, replacement
 from .region import LINES_AFTER, LINES_BEFORE, Prompt, count, line_end, prompt, region
 from .suggestion import MAX_TEXT_CHARS, Suggestion
 
@@ -132,20 +132,6 @@ def rewrite(
     if result.stop_reason != "cancelled":
         found = suggestion(engine, text, p, new, edits, language_id)
     return Rewrite(p, req, result, new, found)
-
-
-def replacement(old: str, new: str) -> tuple[int, int, str] | None:
-    """The smallest replacement turning `old` into `new`: (start, end, text) within `old`, the
-    common prefix and suffix trimmed; None when they are equal."""
-    if old == new:
-        return None
-    a, most = 0, min(len(old), len(new))
-    while a < most and old[a] == new[a]:
-        a += 1
-    b = 0
-    while b < most - a and old[-1 - b] == new[-1 - b]:
-        b += 1
-    return a, len(old) - b, new[a : len(new) - b]
 
 
 def suggestion(

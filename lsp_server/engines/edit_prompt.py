@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from infill_engine.edits.history import Edit
+from infill_engine.edits.history import replacement as smallest
 from infill_engine.finish import secrets
 
 REGION_BEFORE = 5  # lines above the cursor's in the editable region
@@ -256,11 +257,4 @@ def replacement(code: str, new: str) -> tuple[int, int, str] | None:
     kept = len(new.strip())
     if kept < MIN_KEPT * len(code.strip()) or len(new) > MAX_GROWTH * len(code) + GROWTH_SLACK:
         return None
-    limit = min(len(code), len(new))
-    p = 0
-    while p < limit and code[p] == new[p]:
-        p += 1
-    s = 0
-    while s < limit - p and code[-1 - s] == new[-1 - s]:
-        s += 1
-    return p, len(code) - s, new[p : len(new) - s]
+    return smallest(code, new)

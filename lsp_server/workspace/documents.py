@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from infill_engine.edits.history import History
+from infill_engine.edits.history import History, replacement
 
 from . import memory, positions
 from .trees import IncrementalTree
@@ -41,7 +41,6 @@ Outcome = Literal["applied", "out of sync", "ignored", "unknown"]
 MAX_UINT = 2**31 - 1  # LSP's uinteger
 _SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_DIFF_CHARS = 200_000  # a change larger on either side is not read for its edit
-_CHUNK = 1024  # common ends are compared a chunk at a time (C's speed), then a character
 
 
 def clean(text: str) -> str:
@@ -107,28 +106,15 @@ def change_span(text: str, change: Change, encoding: str) -> tuple[int, int]:
     return min(start, end), max(start, end)
 
 
-def _common_prefix(a: str, b: str) -> int:
-    n, i = min(len(a), len(b)), 0
-    while i + _CHUNK <= n and a[i : i + _CHUNK] == b[i : i + _CHUNK]:
-        i += _CHUNK
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-def _common_suffix(a: str, b: str) -> int:
-    return _common_prefix(a[::-1], b[::-1])
-
-
 def record(history: History, text: str, start: int, end: int, inserted: str) -> None:
     """Tell `history` that text[start:end] became `inserted`, less the ends the two share."""
     if end - start > MAX_DIFF_CHARS or len(inserted) > MAX_DIFF_CHARS:
         history.clear()  # a paste or a reload of that size is no edit to follow
         return
-    old = text[start:end]
-    head = _common_prefix(old, inserted)
-    tail = _common_suffix(old[head:], inserted[head:])
-    history.record(text, start + head, end - tail, inserted[head : len(inserted) - tail])
+    change = replacement(text[start:end], inserted)
+    if change is not None:
+        a, b, new = change
+        history.record(text, start + a, start + b, new)
 
 
 class Documents:
