@@ -13,51 +13,26 @@ editor tests.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from test_neovim import NEOVIMS, SERVER, Neovim, install
+from nes_clients import HERE, drive_client
+from test_neovim import NEOVIMS, Neovim
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("DLLM_EDITOR_TESTS") != "1",
     reason="editor tests run with DLLM_EDITOR_TESTS=1 (make editor-test)",
 )
 
-HERE = Path(__file__).resolve().parent
 VENDORED = HERE / "vendor" / "sidekick.nvim"
-TEXT = "def area(w, h):\n    return w * h\n"
 
 
 @pytest.mark.parametrize("nvim", NEOVIMS, ids=[n.label for n in NEOVIMS])
 def test_sidekick_shows_applies_and_reports_our_next_edit(nvim: Neovim, tmp_path: Path) -> None:
-    binary = install(nvim)
-    assert SERVER.exists(), f"{SERVER} is missing: run make setup"
     assert (VENDORED / "lua" / "sidekick" / "nes" / "init.lua").is_file()
-    (tmp_path / "area.py").write_text(TEXT)
-    result = tmp_path / "result.jsonl"
-    env = {
-        **os.environ,
-        "DLLM_LS": str(SERVER),
-        "DLLM_RESULT": str(result),
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-    }
-    argv = [str(binary), "--clean", "--headless", "--cmd", f"set rtp^={VENDORED}"]
-    script = HERE / "drive_sidekick.lua"
-    proc = subprocess.run(
-        [*argv, "-c", f"luafile {script}", "area.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=360,
-    )  # fmt: skip
-    output = proc.stdout[-2000:] + proc.stderr[-2000:]
-    lines = result.read_text().splitlines() if result.exists() else []
-    steps = {s["step"]: s for s in map(json.loads, lines)}
-    failed = [s for s in steps.values() if not s.get("ok")]
-    assert not failed, f"{failed}\n{output}"
     want = ("attach", "ready", "preview", "jump", "apply", "status", "done")
-    missing = [s for s in want if s not in steps]
-    assert not missing, f"steps not reached: {missing}\n{steps}\n{output}"
+    steps = drive_client(nvim, tmp_path, VENDORED, "drive_sidekick.lua", want)
 
     edit = steps["preview"]["edit"]
     assert edit["text"] == "width", edit
