@@ -6,66 +6,15 @@
 -- {"step": ..., "ok": bool, ...} line; the last line is {"step": "done"}.
 
 local api = vim.api
-local uv = vim.uv or vim.loop
-local T0 = tonumber(os.getenv('DLLM_T0')) or 0
-local out = assert(io.open(assert(os.getenv('DLLM_RESULT')), 'a'))
-
-local function since_launch()
-  local s, us = uv.gettimeofday()
-  return s + us / 1e6 - T0
-end
-
-local function emit(t)
-  t.t = since_launch()
-  out:write(vim.json.encode(t), '\n')
-  out:flush()
-end
+local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
+local h = dofile(here .. 'harness.lua') -- stamps the steps since $DLLM_T0
+local emit, sleep, wait_for, keys, lines = h.emit, h.sleep, h.wait_for, h.keys, h.lines
 
 local notes = {}
 local notify = vim.notify
 vim.notify = function(msg, level, opts)
   table.insert(notes, { msg = msg, level = level })
   return notify(msg, level, opts)
-end
-
-local function finish()
-  emit({ step = 'done', ok = true })
-  out:close()
-  vim.cmd('qa!')
-end
-
-local co
-local function sleep(ms)
-  vim.defer_fn(function()
-    local ok, err = coroutine.resume(co)
-    if not ok then
-      emit({ step = 'error', ok = false, error = tostring(err) })
-      finish()
-    end
-  end, ms)
-  coroutine.yield()
-end
-
-local function wait_for(timeout_s, cond)
-  local deadline = since_launch() + timeout_s
-  while true do
-    local v = cond()
-    if v then
-      return v
-    end
-    if since_launch() > deadline then
-      return nil
-    end
-    sleep(50)
-  end
-end
-
-local function keys(s, mode)
-  api.nvim_feedkeys(api.nvim_replace_termcodes(s, true, false, true), mode, false)
-end
-
-local function lines()
-  return api.nvim_buf_get_lines(0, 0, -1, true)
 end
 
 --- The ghost text shown in the buffer (ours or Neovim's own), as one string, or nil.
@@ -77,17 +26,9 @@ local function ghost_text()
       for _, m in ipairs(api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })) do
         local d = m[4]
         if d.virt_text then
-          local parts = {}
-          for _, chunk in ipairs(d.virt_text) do
-            table.insert(parts, chunk[1])
-          end
-          local text = table.concat(parts)
+          local text = h.chunks(d.virt_text)
           for _, vl in ipairs(d.virt_lines or {}) do
-            local line = {}
-            for _, chunk in ipairs(vl) do
-              table.insert(line, chunk[1])
-            end
-            text = text .. '\n' .. table.concat(line)
+            text = text .. '\n' .. h.chunks(vl)
           end
           return (text:gsub(' %(%d+/%d+%)$', '')), name, m[2], m[3], d.virt_text_pos
         end
@@ -97,13 +38,7 @@ local function ghost_text()
 end
 
 local function status(client)
-  local result
-  require('dllm').request(client, 'dllm/status', {}, function(err, r)
-    result = err and { state = 'error', error = err.message } or r
-  end, 0)
-  return wait_for(10, function()
-    return result
-  end)
+  return h.status(client, require('dllm').request)
 end
 
 local function run()
@@ -129,20 +64,13 @@ local function run()
   })
   emit({ step = 'setup', ok = true, mode = dllm.inline_mode() })
 
-  local client = wait_for(30, function()
+  local client = h.attach(function()
     return dllm.client(0)
   end)
-  emit({ step = 'attach', ok = client ~= nil, encoding = client and client.offset_encoding })
-  if not client then
-    return
+  local function server_status()
+    return status(client)
   end
-
-  local st = wait_for(240, function()
-    local s = status(client)
-    return s and (s.state == 'ready' or s.state == 'failed' or s.state == 'error') and s
-  end)
-  emit({ step = 'ready', ok = st ~= nil and st.state == 'ready', state = st and st.state })
-  if not st or st.state ~= 'ready' then
+  if not client or not h.ready(240, server_status) then
     return
   end
 
@@ -529,22 +457,6 @@ local function run()
   })
 end
 
-vim.defer_fn(function()
-  emit({ step = 'watchdog', ok = false, error = 'the script ran past 400 s' })
-  finish()
-end, 400000)
+h.watchdog(400)
 
-co = coroutine.create(function()
-  local ok, err = xpcall(run, debug.traceback)
-  if not ok then
-    emit({ step = 'error', ok = false, error = tostring(err) })
-  end
-  finish()
-end)
-vim.schedule(function()
-  local ok, err = coroutine.resume(co)
-  if not ok then
-    emit({ step = 'error', ok = false, error = tostring(err) })
-    finish()
-  end
-end)
+h.run(run)

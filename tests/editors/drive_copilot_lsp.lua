@@ -10,11 +10,7 @@
 local api = vim.api
 local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
 local h = dofile(here .. 'harness.lua')
-local emit, sleep, wait_for, keys = h.emit, h.sleep, h.wait_for, h.keys
-
-local function lines()
-  return api.nvim_buf_get_lines(0, 0, -1, true)
-end
+local emit, sleep, wait_for, keys, lines = h.emit, h.sleep, h.wait_for, h.keys, h.lines
 
 --- copilot-lsp's preview: the text it marks deleted and its virtual lines, from its extmarks.
 local function preview()
@@ -30,31 +26,13 @@ local function preview()
       p.deleted_row = row
     end
     for _, vl in ipairs(d.virt_lines or {}) do
-      local parts = {}
-      for _, chunk in ipairs(vl) do
-        table.insert(parts, chunk[1])
-      end
-      table.insert(p.virt_lines, table.concat(parts))
+      table.insert(p.virt_lines, h.chunks(vl))
     end
     if d.virt_text then
-      local parts = {}
-      for _, chunk in ipairs(d.virt_text) do
-        table.insert(parts, chunk[1])
-      end
-      p.virt_text = table.concat(parts)
+      p.virt_text = h.chunks(d.virt_text)
     end
   end
   return (p.deleted or p.virt_text or #p.virt_lines > 0) and p or nil
-end
-
-local function status(client)
-  local result
-  client:request('dllm/status', {}, function(err, r)
-    result = err and { state = 'error', error = err.message } or r
-  end, 0)
-  return wait_for(10, function()
-    return result
-  end)
 end
 
 --- The configuration, as a user's init.lua would hold it (here run once Neovim has started, as a
@@ -82,19 +60,13 @@ end
 
 local function run()
   configure()
-  local client = wait_for(30, function()
+  local client = h.attach(function()
     return vim.lsp.get_clients({ name = 'copilot_ls', bufnr = 0 })[1]
   end)
-  emit({ step = 'attach', ok = client ~= nil, encoding = client and client.offset_encoding })
-  if not client then
-    return
+  local function status()
+    return h.status(client)
   end
-  local st = wait_for(240, function()
-    local s = status(client)
-    return s and (s.state == 'ready' or s.state == 'failed' or s.state == 'error') and s
-  end)
-  emit({ step = 'ready', ok = st ~= nil and st.state == 'ready', state = st and st.state })
-  if not st or st.state ~= 'ready' then
+  if not client or not h.ready(240, status) then
     return
   end
 
@@ -116,15 +88,9 @@ local function run()
 
   -- <Tab>: the cursor walks to the edit; <Tab> again applies it.
   local before = lines()
-  keys('<Tab>', 'm')
-  wait_for(5, function()
-    return api.nvim_win_get_cursor(0)[1] == 2
-  end)
+  h.tab(h.on_row(2))
   emit({ step = 'jump', ok = true, cursor = api.nvim_win_get_cursor(0), lines = lines() })
-  keys('<Tab>', 'm')
-  local applied = wait_for(5, function()
-    return not vim.deep_equal(lines(), before)
-  end)
+  local applied = h.tab(h.changed(before))
   sleep(300)
   emit({
     step = 'apply',
@@ -133,13 +99,10 @@ local function run()
     cursor = api.nvim_win_get_cursor(0),
     cleared = vim.b.nes_state == nil or preview() == nil,
   })
-  local s = status(client)
+  local s = status()
   emit({ step = 'status', ok = s ~= nil, encoding = s and s.encoding, stats = s and s.stats })
 end
 
-vim.defer_fn(function()
-  emit({ step = 'watchdog', ok = false, error = 'the script ran past 300 s' })
-  h.finish()
-end, 300000)
+h.watchdog(300)
 
 h.run(run)

@@ -8,7 +8,7 @@
 local api = vim.api
 local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
 local h = dofile(here .. 'harness.lua')
-local emit, finish, sleep, wait_for, keys = h.emit, h.finish, h.sleep, h.wait_for, h.keys
+local emit, wait_for, keys = h.emit, h.wait_for, h.keys
 
 --- The ghost text on screen (the plugin's own or Neovim's), as one string, or nil.
 local function ghost_text()
@@ -19,11 +19,7 @@ local function ghost_text()
       for _, m in ipairs(api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })) do
         local d = m[4]
         if d.virt_text then
-          local parts = {}
-          for _, chunk in ipairs(d.virt_text) do
-            table.insert(parts, chunk[1])
-          end
-          return (table.concat(parts):gsub(' %(%d+/%d+%)$', ''))
+          return (h.chunks(d.virt_text):gsub(' %(%d+/%d+%)$', ''))
         end
       end
     end
@@ -31,13 +27,7 @@ local function ghost_text()
 end
 
 local function status(client)
-  local result
-  require('dllm').request(client, 'dllm/status', {}, function(err, r)
-    result = err and { state = 'error', error = err.message } or r
-  end, 0)
-  return wait_for(10, function()
-    return result
-  end)
+  return h.status(client, require('dllm').request)
 end
 
 local function run()
@@ -47,26 +37,18 @@ local function run()
     -- no model here: the API's model fills, the server plans and finishes
     init_options = { engineAddress = assert(os.getenv('DLLM_FIM_ADDRESS')), model = '/nonexistent' },
   })
-  local client = wait_for(30, function()
+  local client = h.attach(function()
     return dllm.client(0)
   end)
-  emit({ step = 'attach', ok = client ~= nil })
   if not client then
     return
   end
-  local st = wait_for(60, function()
-    local s = status(client)
-    return s and (s.state == 'ready' or s.state == 'failed' or s.state == 'error') and s
+  local st = h.ready(60, function()
+    return status(client)
+  end, function(s)
+    return { error = s and s.error, model = s and s.service_model, torch = s and s.torch_loaded }
   end)
-  emit({
-    step = 'ready',
-    ok = st ~= nil and st.state == 'ready',
-    state = st and st.state,
-    error = st and st.error,
-    model = st and st.service_model,
-    torch = st and st.torch_loaded,
-  })
-  if not st or st.state ~= 'ready' then
+  if not st then
     return
   end
 

@@ -9,11 +9,7 @@
 local api = vim.api
 local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
 local h = dofile(here .. 'harness.lua')
-local emit, sleep, wait_for, keys = h.emit, h.sleep, h.wait_for, h.keys
-
-local function lines()
-  return api.nvim_buf_get_lines(0, 0, -1, true)
-end
+local emit, sleep, wait_for, keys, lines = h.emit, h.sleep, h.wait_for, h.keys, h.lines
 
 local function text_between(row, col, end_row, end_col)
   return table.concat(api.nvim_buf_get_text(0, row, col, end_row, end_col, {}), '\n')
@@ -35,11 +31,7 @@ local function preview()
       p.deleted_at = { row, col }
     end
     if d.virt_text then
-      local parts = {}
-      for _, chunk in ipairs(d.virt_text) do
-        table.insert(parts, chunk[1])
-      end
-      p.added, p.added_at, p.pos = table.concat(parts), { row, col }, d.virt_text_pos
+      p.added, p.added_at, p.pos = h.chunks(d.virt_text), { row, col }, d.virt_text_pos
       p.added_hl = d.virt_text[1][2]
     end
     if d.sign_text then
@@ -90,13 +82,7 @@ local function shot(name, p, legend)
 end
 
 local function status(client)
-  local result
-  require('dllm').request(client, 'dllm/status', {}, function(err, r)
-    result = err and { state = 'error', error = err.message } or r
-  end, 0)
-  return wait_for(10, function()
-    return result
-  end)
+  return h.status(client, require('dllm').request)
 end
 
 local function normal_mode()
@@ -123,25 +109,21 @@ local function run()
     init_options = { model = 'builtin', device = 'cpu' },
     inline = false, -- next edits only: no ghost text on the screen
   })
-  local client = wait_for(30, function()
+  local client = h.attach(function()
     return dllm.client(0)
   end)
-  emit({ step = 'attach', ok = client ~= nil, encoding = client and client.offset_encoding })
   if not client then
     return
   end
-  local st = wait_for(240, function()
-    local s = status(client)
-    return s and (s.state == 'ready' or s.state == 'failed' or s.state == 'error') and s
+  local st = h.ready(240, function()
+    return status(client)
+  end, function()
+    return {
+      forwarded = dllm.config.init_options.nextEdits,
+      tab = vim.fn.maparg('<Tab>', 'n'), -- nothing shown yet: the normal Tab
+    }
   end)
-  emit({
-    step = 'ready',
-    ok = st ~= nil and st.state == 'ready',
-    state = st and st.state,
-    forwarded = dllm.config.init_options.nextEdits,
-    tab = vim.fn.maparg('<Tab>', 'n'), -- nothing shown yet: the normal Tab
-  })
-  if not st or st.state ~= 'ready' then
+  if not st then
     return
   end
 
@@ -166,10 +148,7 @@ local function run()
 
   -- <Tab>: the cursor goes to the edit's line, the buffer stays as it was.
   local before = lines()
-  keys('<Tab>', 'm')
-  local jumped = wait_for(5, function()
-    return api.nvim_win_get_cursor(0)[1] - 1 == p.deleted_at[1]
-  end)
+  local jumped = h.tab(h.on_row(p.deleted_at[1] + 1))
   local after_jump = preview()
   emit({
     step = 'jump',
@@ -179,10 +158,7 @@ local function run()
   })
 
   -- <Tab> again: applied, the preview gone, its command run (the server counts it).
-  keys('<Tab>', 'm')
-  local applied = wait_for(5, function()
-    return not vim.deep_equal(lines(), before)
-  end)
+  local applied = h.tab(h.changed(before))
   sleep(200)
   emit({
     step = 'apply',
@@ -249,15 +225,11 @@ local function run()
   keys('ciwwidth', 'n')
   local typed = wait_for(60, preview)
   local mode = api.nvim_get_mode().mode
-  keys('<Tab>', 'm')
-  local at = wait_for(5, function()
-    return api.nvim_win_get_cursor(0)[1] == 2 and api.nvim_win_get_cursor(0)
+  local at = h.tab(function()
+    return h.on_row(2)() and api.nvim_win_get_cursor(0)
   end)
   local jumped_lines = lines()
-  keys('<Tab>', 'm')
-  wait_for(5, function()
-    return not vim.deep_equal(lines(), jumped_lines)
-  end)
+  h.tab(h.changed(jumped_lines))
   emit({
     step = 'insert_mode',
     ok = typed ~= nil,
@@ -273,9 +245,6 @@ local function run()
   normal_mode()
 end
 
-vim.defer_fn(function()
-  emit({ step = 'watchdog', ok = false, error = 'the script ran past 300 s' })
-  h.finish()
-end, 300000)
+h.watchdog(300)
 
 h.run(run)

@@ -12,7 +12,7 @@
 local api = vim.api
 local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
 local h = dofile(here .. 'harness.lua')
-local emit, sleep, wait_for, keys = h.emit, h.sleep, h.wait_for, h.keys
+local emit, wait_for, keys, lines = h.emit, h.wait_for, h.keys, h.lines
 
 --- The configuration, as a user's init.lua would hold it (run once Neovim has started, as a
 --- plugin manager would).
@@ -31,10 +31,6 @@ local function configure()
   end, { expr = true, desc = 'Goto/Apply Next Edit Suggestion' })
 end
 
-local function lines()
-  return api.nvim_buf_get_lines(0, 0, -1, true)
-end
-
 --- sidekick's preview, from its extmarks: its sign's row and the text of its virtual text.
 local function preview()
   local ns = require('sidekick.config').ns
@@ -45,13 +41,9 @@ local function preview()
     if d.sign_text then
       p.sign_row = row
     end
-    for _, chunk in ipairs(d.virt_text or {}) do
-      table.insert(texts, chunk[1])
-    end
+    table.insert(texts, h.chunks(d.virt_text or {}))
     for _, vl in ipairs(d.virt_lines or {}) do
-      for _, chunk in ipairs(vl) do
-        table.insert(texts, chunk[1])
-      end
+      table.insert(texts, h.chunks(vl))
     end
   end
   if p then
@@ -60,31 +52,15 @@ local function preview()
   return p
 end
 
-local function status(client)
-  local result
-  client:request('dllm/status', {}, function(err, r)
-    result = err and { state = 'error', error = err.message } or r
-  end, 0)
-  return wait_for(10, function()
-    return result
-  end)
-end
-
 local function run()
   configure()
-  local client = wait_for(30, function()
+  local client = h.attach(function()
     return vim.lsp.get_clients({ name = 'copilot', bufnr = 0 })[1]
   end)
-  emit({ step = 'attach', ok = client ~= nil, encoding = client and client.offset_encoding })
-  if not client then
-    return
+  local function status()
+    return h.status(client)
   end
-  local st = wait_for(240, function()
-    local s = status(client)
-    return s and (s.state == 'ready' or s.state == 'failed' or s.state == 'error') and s
-  end)
-  emit({ step = 'ready', ok = st ~= nil and st.state == 'ready', state = st and st.state })
-  if not st or st.state ~= 'ready' then
+  if not client or not h.ready(240, status) then
     return
   end
 
@@ -108,28 +84,19 @@ local function run()
 
   -- <Tab>: the cursor jumps to the edit; <Tab> again applies it and runs its command.
   local before = lines()
-  keys('<Tab>', 'm')
-  wait_for(5, function()
-    return api.nvim_win_get_cursor(0)[1] == 2
-  end)
+  h.tab(h.on_row(2))
   emit({ step = 'jump', ok = true, cursor = api.nvim_win_get_cursor(0), lines = lines() })
-  keys('<Tab>', 'm')
-  local applied = wait_for(5, function()
-    return not vim.deep_equal(lines(), before)
-  end)
+  local applied = h.tab(h.changed(before))
   local cursor = api.nvim_win_get_cursor(0)
   emit({ step = 'apply', ok = applied ~= nil, lines = lines(), cursor = cursor })
   local counted = wait_for(10, function()
-    local s = status(client)
+    local s = status()
     local kinds = s and s.next_edits and s.next_edits.kinds or {}
     return kinds.rename and kinds.rename.accepted == 1 and s
-  end) or status(client)
+  end) or status()
   emit({ step = 'status', ok = counted ~= nil, next_edits = counted and counted.next_edits })
 end
 
-vim.defer_fn(function()
-  emit({ step = 'watchdog', ok = false, error = 'the script ran past 300 s' })
-  h.finish()
-end, 300000)
+h.watchdog(300)
 
 h.run(run)

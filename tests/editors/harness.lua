@@ -1,18 +1,30 @@
--- The steps the Neovim driver scripts share (drive_fim.lua, drive_llama_vim.lua): results as JSON
--- lines appended to $DLLM_RESULT, each stamped with the seconds since the script started; a
--- coroutine that sleeps on Neovim's timers; waiting for a condition; typing keys; and running the
--- script's main function, whose error becomes an {"step": "error"} line before the last, "done".
+-- The steps the Neovim driver scripts share (drive*.lua): results as JSON lines appended to
+-- $DLLM_RESULT, each stamped with the seconds since the script started (since $DLLM_T0, the wall
+-- time nvim was launched at, where that is set); a coroutine that sleeps on Neovim's timers;
+-- waiting for a condition; typing keys; and running the script's main function, whose error
+-- becomes an {"step": "error"} line before the last, "done". Then what the next-edit drivers
+-- and the plugin's share: the buffer's lines, a virtual text's chunks, dllm/status, the steps
+-- attach and ready, <Tab> and waiting for what it does, and a watchdog.
 -- A driver loads it with dofile, next to itself.
 
 local api = vim.api
 local uv = vim.uv or vim.loop
 local out = assert(io.open(assert(os.getenv('DLLM_RESULT')), 'a'))
 local started = uv.now()
+local T0 = tonumber(os.getenv('DLLM_T0'))
 local co
 local M = {}
 
+local function elapsed()
+  if T0 then
+    local s, us = uv.gettimeofday()
+    return s + us / 1e6 - T0
+  end
+  return (uv.now() - started) / 1000
+end
+
 function M.emit(t)
-  t.t = (uv.now() - started) / 1000
+  t.t = elapsed()
   out:write(vim.json.encode(t), '\n')
   out:flush()
 end
@@ -68,6 +80,87 @@ function M.run(main)
       M.finish()
     end
   end)
+end
+
+function M.lines()
+  return api.nvim_buf_get_lines(0, 0, -1, true)
+end
+
+--- The text of a virtual text's (or a virtual line's) chunks, {text, highlight} each, joined.
+function M.chunks(chunks)
+  local parts = {}
+  for _, chunk in ipairs(chunks) do
+    table.insert(parts, chunk[1])
+  end
+  return table.concat(parts)
+end
+
+--- The server's dllm/status, asked through `request(client, method, params, handler, bufnr)`
+--- (the client's own request unless given); nil when no answer came in 10 s.
+function M.status(client, request)
+  local result
+  local function handler(err, r)
+    result = err and { state = 'error', error = err.message } or r
+  end
+  if request then
+    request(client, 'dllm/status', {}, handler, 0)
+  else
+    client:request('dllm/status', {}, handler, 0)
+  end
+  return M.wait_for(10, function()
+    return result
+  end)
+end
+
+--- Waits up to 30 s for `get_client()` and emits the step attach (with its position encoding);
+--- the client, or nil.
+function M.attach(get_client)
+  local client = M.wait_for(30, get_client)
+  M.emit({ step = 'attach', ok = client ~= nil, encoding = client and client.offset_encoding })
+  return client
+end
+
+--- Waits up to `timeout_s` for `status()` to say ready, failed or error, and emits the step
+--- ready (its state, and the fields `extra(st)` returns, if given); the status when ready.
+function M.ready(timeout_s, status, extra)
+  local st = M.wait_for(timeout_s, function()
+    local s = status()
+    return s and (s.state == 'ready' or s.state == 'failed' or s.state == 'error') and s
+  end)
+  local step = { step = 'ready', ok = st ~= nil and st.state == 'ready', state = st and st.state }
+  for k, v in pairs(extra and extra(st) or {}) do
+    step[k] = v
+  end
+  M.emit(step)
+  return st and st.state == 'ready' and st or nil
+end
+
+--- A condition: the cursor is on `row` (1-based).
+function M.on_row(row)
+  return function()
+    return api.nvim_win_get_cursor(0)[1] == row
+  end
+end
+
+--- A condition: the buffer's lines are no longer `before`.
+function M.changed(before)
+  return function()
+    return not vim.deep_equal(M.lines(), before)
+  end
+end
+
+--- Types <Tab> (mapped) and waits up to 5 s for `cond`; what it returned, or nil.
+function M.tab(cond)
+  M.keys('<Tab>', 'm')
+  return M.wait_for(5, cond)
+end
+
+--- After `limit_s`, a failed step watchdog and the end, should the script still be running.
+function M.watchdog(limit_s)
+  vim.defer_fn(function()
+    M.emit({ step = 'watchdog', ok = false, error = ('the script ran past %d s'):format(limit_s) })
+    M.finish()
+  end, limit_s * 1000)
 end
 
 return M
