@@ -28,9 +28,10 @@ from typing import Any
 
 from .calls import signature
 from .history import Edit
+from .repeats import repeated
 from .shapes import reshaped, twin
 from .suggestion import Suggestion
-from .text import Token, changes, is_name, line_of, opcodes, shape, tokens, words
+from .text import Token, changes, in_comment, is_name, line_of, opcodes, shape, tokens, words
 
 WINDOW_LINES = 60  # shape and twin rules look this far from the edit
 MAX_SCAN_CHARS = 400_000  # references and calls are looked for within this of the edit
@@ -84,6 +85,8 @@ def _after(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -> 
     elif ops:
         found += signature(text, last)
         found += reshaped(text, last, earlier)
+    if ops:
+        found += repeated(text, last, earlier, tree)
     found += twin(text, last, earlier)
     return found
 
@@ -119,12 +122,12 @@ def _rename(
         for e in earlier
     )
     in_use = any(True for m in words(text, new, lo, hi) if not edited[0] <= m.start() < edited[1])
-    prose = _in_comment(text, at, tree)
+    prose = in_comment(text, at, tree)
     form = shape(tokens(last.lines_before))
     # Where a series goes on: a reference on a line of the edited line's shape; else one in
     # the same kind of text (a comment's words are renamed in comments, code's in code).
     series = [m for m in refs if shape(tokens(text[slice(*line_of(text, m.start()))])) == form]
-    alike = series or [m for m in refs if _in_comment(text, m.start(), tree) == prose]
+    alike = series or [m for m in refs if in_comment(text, m.start(), tree) == prose]
     if not alike:
         return []
     if binding and not prose:
@@ -145,20 +148,6 @@ def _rename(
     far = abs(text.count("\n", min(at, start), max(at, start)))
     score -= 0.1 * min(far / 200, 1.0)
     return [Suggestion(start, end, piece, "rename", round(max(score, 0.0), 4))]
-
-
-_LINE_COMMENT = re.compile(r"\s*(#|//|/\*|\*|--)")
-
-
-def _in_comment(text: str, offset: int, tree: Any | None) -> bool:
-    """Whether offset is in a comment: the tree says, else a line that opens with a comment
-    mark."""
-    if tree is not None:
-        b = len(text[:offset].encode("utf-8"))
-        node = tree.root_node.descendant_for_byte_range(b, b)
-        return node is not None and "comment" in node.type
-    start = text.rfind("\n", 0, offset) + 1
-    return bool(_LINE_COMMENT.match(text, start))
 
 
 def _binding(text: str, offset: int, tree: Any | None) -> tuple[bool, tuple[int, int] | None]:

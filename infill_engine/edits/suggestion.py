@@ -20,9 +20,11 @@ from ..fields import is_finite
 
 # Structure (no model): "rename" the other references of a renamed name, "signature" call sites
 # of a changed signature, "shape" the same change on a line of the same shape, "twin" the twin of
-# a deleted or inserted line. "model": the dLLM's rewrite of an editable region. "hosted": a
-# hosted next-edit API's answer.
-KINDS: tuple[str, ...] = ("rename", "signature", "shape", "twin", "model", "hosted")
+# a deleted line, "replace" the same replacement of text at another occurrence. "model": the
+# dLLM's rewrite of an editable region. "hosted": a hosted next-edit API's answer.
+KINDS: tuple[str, ...] = (
+    "rename", "signature", "shape", "twin", "replace", "model", "hosted",
+)  # fmt: skip
 MAX_TEXT_CHARS = 4000  # a suggestion's text: an edit, not a file
 
 

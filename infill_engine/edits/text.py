@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from typing import Any
 
 from .history import Edit
 
@@ -108,3 +109,17 @@ def lines_near(text: str, at: int, n: int) -> Iterator[tuple[int, int]]:
         if e >= len(text):
             break
         pos = e + 1
+
+
+_LINE_COMMENT = re.compile(r"\s*(#|//|/\*|\*|--)")
+
+
+def in_comment(text: str, offset: int, tree: Any | None) -> bool:
+    """Whether offset is in a comment: the tree says, else a line that opens with a comment
+    mark."""
+    if tree is not None:
+        b = len(text[:offset].encode("utf-8"))
+        node = tree.root_node.descendant_for_byte_range(b, b)
+        return node is not None and "comment" in node.type
+    start = text.rfind("\n", 0, offset) + 1
+    return bool(_LINE_COMMENT.match(text, start))

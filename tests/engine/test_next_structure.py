@@ -142,3 +142,32 @@ def test_the_gate_shows_the_surest_over_its_threshold_and_checks_every_field() -
         Suggestion(0, 0, "", "rename", float("nan"))
     with pytest.raises(ValueError, match="span"):
         Suggestion(2, 1, "", "rename", 0.5)
+
+
+def test_a_replacement_is_made_again_along_a_series() -> None:
+    """A string changed on one line of a series is changed on the next line of its shape; the
+    same text in a comment is left alone after an edit in code."""
+    h = History()
+    text = (
+        "# see RFC 6265bis-13\n"
+        'a = link("rfc6265bis-13#section-4.1")\n'
+        "x = 1\n"
+        'b = link("rfc6265bis-13#section-4.2")\n'
+    )
+    at = text.index("13#section-4.1")
+    text = replaced(text, at, at + 2, "22", h)
+    found = [c for c in candidates(text, h.edits(), "python", at + 2) if c.kind == "replace"]
+    assert (
+        found and found[0].applied(text).splitlines()[3] == 'b = link("rfc6265bis-22#section-4.2")'
+    )
+    assert found[0].score >= 0.6  # a series: over the calibrated threshold
+    assert "RFC 6265bis-13" in found[0].applied(text)
+
+
+def test_a_lone_replacement_with_many_occurrences_is_unsure() -> None:
+    h = History()
+    text = "".join(f"v{i} = compute(data, 1)\nw{i} = other(data)\n" for i in range(8))
+    at = text.index("data")
+    text = replaced(text, at, at + 4, "rows", h)
+    found = [c for c in candidates(text, h.edits(), "python", at + 4) if c.kind == "replace"]
+    assert found and gate(found, text) is None  # `data` is everywhere: most of it stays
