@@ -64,13 +64,10 @@ local function run()
   })
   emit({ step = 'setup', ok = true, mode = dllm.inline_mode() })
 
-  local client = h.attach(function()
+  local client = h.start(function()
     return dllm.client(0)
-  end)
-  local function server_status()
-    return status(client)
-  end
-  if not client or not h.ready(240, server_status) then
+  end, 240, dllm.request)
+  if not client then
     return
   end
 

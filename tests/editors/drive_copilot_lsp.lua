@@ -10,7 +10,7 @@
 local api = vim.api
 local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
 local h = dofile(here .. 'harness.lua')
-local emit, sleep, wait_for, keys, lines = h.emit, h.sleep, h.wait_for, h.keys, h.lines
+local emit, sleep, lines = h.emit, h.sleep, h.lines
 
 --- copilot-lsp's preview: the text it marks deleted and its virtual lines, from its extmarks.
 local function preview()
@@ -60,41 +60,24 @@ end
 
 local function run()
   configure()
-  local client = h.attach(function()
-    return vim.lsp.get_clients({ name = 'copilot_ls', bufnr = 0 })[1]
-  end)
-  local function status()
-    return h.status(client)
-  end
-  if not client or not h.ready(240, status) then
+  local client, status = h.start(h.lsp_client('copilot_ls'), 240)
+  if not client then
     return
   end
 
   -- The rename, as a person makes it: copilot-lsp asks on TextChanged.
-  api.nvim_win_set_cursor(0, { 1, 9 })
-  keys('ciwwidth<Esc>', 'n')
-  local p = wait_for(60, preview)
-  local state = vim.b.nes_state
-  emit({
-    step = 'preview',
-    ok = p ~= nil,
-    preview = p,
-    lines = lines(),
-    edit = state and { range = state.range, text = state.text, command = state.command },
-  })
-  if not p then
+  h.rename_w()
+  -- Its preview; <Tab>: the cursor walks to the edit; <Tab> again applies it.
+  local applied = h.preview_jump_apply(preview, function()
+    return vim.b.nes_state
+  end)
+  if applied == nil then
     return
   end
-
-  -- <Tab>: the cursor walks to the edit; <Tab> again applies it.
-  local before = lines()
-  h.tab(h.on_row(2))
-  emit({ step = 'jump', ok = true, cursor = api.nvim_win_get_cursor(0), lines = lines() })
-  local applied = h.tab(h.changed(before))
   sleep(300)
   emit({
     step = 'apply',
-    ok = applied ~= nil,
+    ok = applied,
     lines = lines(),
     cursor = api.nvim_win_get_cursor(0),
     cleared = vim.b.nes_state == nil or preview() == nil,

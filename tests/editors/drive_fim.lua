@@ -37,18 +37,12 @@ local function run()
     -- no model here: the API's model fills, the server plans and finishes
     init_options = { engineAddress = assert(os.getenv('DLLM_FIM_ADDRESS')), model = '/nonexistent' },
   })
-  local client = h.attach(function()
+  local client = h.start(function()
     return dllm.client(0)
-  end)
-  if not client then
-    return
-  end
-  local st = h.ready(60, function()
-    return status(client)
-  end, function(s)
+  end, 60, dllm.request, function(s)
     return { error = s and s.error, model = s and s.service_model, torch = s and s.torch_loaded }
   end)
-  if not st then
+  if not client then
     return
   end
 

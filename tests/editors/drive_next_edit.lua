@@ -94,8 +94,7 @@ end
 --- Renames the parameter w to width (the cursor on it, `ciw`, as a person does it) and waits for
 --- the preview.
 local function rename_and_wait()
-  api.nvim_win_set_cursor(0, { 1, 9 })
-  keys('ciwwidth<Esc>', 'n')
+  h.rename_w()
   normal_mode()
   return wait_for(60, preview)
 end
@@ -109,21 +108,15 @@ local function run()
     init_options = { model = 'builtin', device = 'cpu' },
     inline = false, -- next edits only: no ghost text on the screen
   })
-  local client = h.attach(function()
+  local client = h.start(function()
     return dllm.client(0)
-  end)
-  if not client then
-    return
-  end
-  local st = h.ready(240, function()
-    return status(client)
-  end, function()
+  end, 240, dllm.request, function()
     return {
       forwarded = dllm.config.init_options.nextEdits,
       tab = vim.fn.maparg('<Tab>', 'n'), -- nothing shown yet: the normal Tab
     }
   end)
-  if not st then
+  if not client then
     return
   end
 
@@ -221,8 +214,7 @@ local function run()
   wait_for(30, function()
     return dllm.client(0)
   end)
-  api.nvim_win_set_cursor(0, { 1, 9 })
-  keys('ciwwidth', 'n')
+  h.rename_w(true)
   local typed = wait_for(60, preview)
   local mode = api.nvim_get_mode().mode
   local at = h.tab(function()

@@ -12,7 +12,7 @@
 local api = vim.api
 local here = debug.getinfo(1, 'S').source:sub(2):match('(.*/)') or './'
 local h = dofile(here .. 'harness.lua')
-local emit, wait_for, keys, lines = h.emit, h.wait_for, h.keys, h.lines
+local emit, wait_for, lines = h.emit, h.wait_for, h.lines
 
 --- The configuration, as a user's init.lua would hold it (run once Neovim has started, as a
 --- plugin manager would).
@@ -54,41 +54,25 @@ end
 
 local function run()
   configure()
-  local client = h.attach(function()
-    return vim.lsp.get_clients({ name = 'copilot', bufnr = 0 })[1]
-  end)
-  local function status()
-    return h.status(client)
-  end
-  if not client or not h.ready(240, status) then
+  local client, status = h.start(h.lsp_client('copilot'), 240)
+  if not client then
     return
   end
 
   -- The rename, as a person makes it: sidekick asks on leaving Insert mode and on TextChanged.
-  api.nvim_win_set_cursor(0, { 1, 9 })
-  keys('ciwwidth<Esc>', 'n')
-  local p = wait_for(60, function()
+  h.rename_w()
+  -- Its preview; <Tab>: the cursor jumps to the edit; <Tab> again applies it and runs its
+  -- command.
+  local applied = h.preview_jump_apply(function()
     return require('sidekick.nes').have() and preview()
+  end, function()
+    return require('sidekick.nes').get(api.nvim_get_current_buf())[1]
   end)
-  local edit = require('sidekick.nes').get(api.nvim_get_current_buf())[1]
-  emit({
-    step = 'preview',
-    ok = p ~= nil,
-    preview = p,
-    lines = lines(),
-    edit = edit and { range = edit.range, text = edit.text, command = edit.command },
-  })
-  if not p then
+  if applied == nil then
     return
   end
-
-  -- <Tab>: the cursor jumps to the edit; <Tab> again applies it and runs its command.
-  local before = lines()
-  h.tab(h.on_row(2))
-  emit({ step = 'jump', ok = true, cursor = api.nvim_win_get_cursor(0), lines = lines() })
-  local applied = h.tab(h.changed(before))
   local cursor = api.nvim_win_get_cursor(0)
-  emit({ step = 'apply', ok = applied ~= nil, lines = lines(), cursor = cursor })
+  emit({ step = 'apply', ok = applied, lines = lines(), cursor = cursor })
   local counted = wait_for(10, function()
     local s = status()
     local kinds = s and s.next_edits and s.next_edits.kinds or {}

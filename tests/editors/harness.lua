@@ -135,6 +135,42 @@ function M.ready(timeout_s, status, extra)
   return st and st.state == 'ready' and st or nil
 end
 
+--- The steps attach (`get_client()`, waited for) and ready (up to `ready_s`, its dllm/status
+--- asked through `request`, `extra` as there): the client and a function that asks its
+--- dllm/status; nil when either step failed.
+function M.start(get_client, ready_s, request, extra)
+  local client = M.attach(get_client)
+  if not client then
+    return nil
+  end
+  local function status()
+    return M.status(client, request)
+  end
+  if not M.ready(ready_s, status, extra) then
+    return nil
+  end
+  return client, status
+end
+
+--- A get_client for `start`: the LSP client named `name` attached to the current buffer.
+function M.lsp_client(name)
+  return function()
+    return vim.lsp.get_clients({ name = name, bufnr = 0 })[1]
+  end
+end
+
+--- The rename the next-edit drivers make, as a person makes it: `w` (line 1, column 9) changed
+--- to `width` with `ciw`, and back to Normal mode unless `insert`.
+function M.rename_w(insert)
+  api.nvim_win_set_cursor(0, { 1, 9 })
+  M.keys(insert and 'ciwwidth' or 'ciwwidth<Esc>', 'n')
+end
+
+--- A next edit's fields for a step: its range, text and command.
+function M.edit_fields(e)
+  return e and { range = e.range, text = e.text, command = e.command }
+end
+
 --- A condition: the cursor is on `row` (1-based).
 function M.on_row(row)
   return function()
@@ -153,6 +189,23 @@ end
 function M.tab(cond)
   M.keys('<Tab>', 'm')
   return M.wait_for(5, cond)
+end
+
+--- What the drivers of other clients (copilot-lsp, sidekick) do after the rename: wait up to
+--- 60 s for `preview()` and emit the step preview (with the fields of the edit `edit()` gives),
+--- then <Tab> to line 2 (the step jump) and <Tab> again. Whether that changed the buffer; nil
+--- when no preview came.
+function M.preview_jump_apply(preview, edit)
+  local p = M.wait_for(60, preview)
+  local e = M.edit_fields(edit())
+  M.emit({ step = 'preview', ok = p ~= nil, preview = p, lines = M.lines(), edit = e })
+  if not p then
+    return nil
+  end
+  local before = M.lines()
+  M.tab(M.on_row(2))
+  M.emit({ step = 'jump', ok = true, cursor = api.nvim_win_get_cursor(0), lines = M.lines() })
+  return M.tab(M.changed(before)) ~= nil
 end
 
 --- After `limit_s`, a failed step watchdog and the end, should the script still be running.

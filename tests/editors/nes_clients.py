@@ -10,8 +10,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_neovim import SERVER, Neovim, install
 
+SKIP = pytest.mark.skipif(
+    os.environ.get("DLLM_EDITOR_TESTS") != "1",
+    reason="editor tests run with DLLM_EDITOR_TESTS=1 (make editor-test)",
+)
 HERE = Path(__file__).resolve().parent
 TEXT = "def area(w, h):\n    return w * h\n"
 

@@ -14,17 +14,13 @@ DLLM_EDITOR_TESTS=1 (`make editor-test`), like the other editor tests.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from nes_clients import HERE, drive_client
+from nes_clients import HERE, SKIP, drive_client
 from test_neovim import NEOVIMS, Neovim
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("DLLM_EDITOR_TESTS") != "1",
-    reason="editor tests run with DLLM_EDITOR_TESTS=1 (make editor-test)",
-)
+pytestmark = SKIP
 
 VENDORED = HERE / "vendor" / "copilot-lsp"
 
