@@ -4,9 +4,9 @@ headless chromium: what the VS Code editor tests share.
 setup_vscode.sh installs code-server and puppeteer-core into build/ and packages the .vsix (the
 Makefile's editor-test target runs it first). `drive` installs the .vsix into a throwaway
 extensions folder, starts code-server on 127.0.0.1 with a free port on a workspace holding one
-file, and runs drive_vscode.js with a scenario (DLLM_SCENARIO), which does the editing and
-writes one JSON line per step; the caller checks the steps. The tests are off unless
-DLLM_EDITOR_TESTS=1 (`make editor-test`); DLLM_VSCODE_TESTS=0 skips them.
+file, and runs a driver (drive_vscode.js unless told) with a scenario (DLLM_SCENARIO), which
+does the editing and writes one JSON line per step; the caller checks the steps. The tests are
+off unless DLLM_EDITOR_TESTS=1 (`make editor-test`); DLLM_VSCODE_TESTS=0 skips them.
 """
 
 from __future__ import annotations
@@ -175,10 +175,11 @@ def drive(
     settings: dict[str, Any],
     scenario: str,
     env: dict[str, str] | None = None,
+    driver: str = "drive_vscode.js",
 ) -> Drive:
-    """Runs drive_vscode.js's `scenario` on a copy of `source` in a fresh code-server with the
-    extension installed and `settings` (the dllm.* ones) beside EDITOR_SETTINGS; `env` goes to
-    code-server (and so to the language server)."""
+    """Runs the `scenario` of `driver` (a script here) on a copy of `source` in a fresh
+    code-server with the extension installed and `settings` (the dllm.* ones) beside
+    EDITOR_SETTINGS; `env` goes to code-server (and so to the language server)."""
     package = vsix()
     needed = [CODE_SERVER, NODE_MODULES / "puppeteer-core", package, Path(CHROMIUM)]
     missing = [str(p) for p in needed if not p.exists()]
@@ -256,7 +257,9 @@ def drive(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    driver: subprocess.Popen[str] | None = None
+    script = HERE / driver
+    assert script.is_file(), f"no driver {script}"
+    proc_driver: subprocess.Popen[str] | None = None
     output = ""
     try:
         wait_for_http(f"http://127.0.0.1:{port}/healthz", code_server, 60)
@@ -273,8 +276,8 @@ def drive(
             "DLLM_T0": repr(t0),
             "DLLM_CHROMIUM": CHROMIUM,
         }
-        driver = subprocess.Popen(
-            ["node", str(HERE / "drive_vscode.js")],
+        proc_driver = subprocess.Popen(
+            ["node", str(script)],
             env=driver_env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -282,13 +285,13 @@ def drive(
             start_new_session=True,
         )
         try:
-            output, _ = driver.communicate(timeout=480)
+            output, _ = proc_driver.communicate(timeout=480)
         except subprocess.TimeoutExpired:
-            kill_tree(driver.pid)
-            output, _ = driver.communicate()
+            kill_tree(proc_driver.pid)
+            output, _ = proc_driver.communicate()
     finally:
-        if driver is not None:
-            kill_tree(driver.pid)  # chromium, should the driver have left it running
+        if proc_driver is not None:
+            kill_tree(proc_driver.pid)  # chromium, should the driver have left it running
         kill_tree(code_server.pid)
 
     lines = result.read_text().splitlines() if result.exists() else []

@@ -15,103 +15,25 @@
 // DLLM_SCENARIO next-edit-off (dllm.nextEdits.enabled false), one step:
 //   off       `w` renamed `width`: nothing drawn for DLLM_QUIET_WAIT s (8), none counted
 
-const fs = require('fs');
-const path = require('path');
-const puppeteer = require('puppeteer-core');
+const {
+  STATUS_ITEM,
+  sleep,
+  readFile,
+  emit,
+  screenshot: shoot,
+  until,
+  chord,
+  runCommand,
+  goTo,
+  toasts,
+  openFile,
+  main,
+} = require('./vscode_common');
 
-const env = (name) => {
-  const value = process.env[name];
-  if (!value) {
-    throw new Error(`${name} is not set`);
-  }
-  return value;
-};
-const URL = env('DLLM_URL');
-const FILE = env('DLLM_FILE');
-const RESULT = env('DLLM_RESULT');
-const SCREENS = env('DLLM_SCREENS');
-const PROFILE = env('DLLM_PROFILE');
-const T0 = Number(env('DLLM_T0'));
-const CHROMIUM = process.env.DLLM_CHROMIUM || '/usr/bin/chromium';
-const NAME = path.basename(FILE);
-const STATUS_ITEM = 'dllm-infill.dllm-infill'; // the DOM id VS Code gives the extension's item
 const WAIT_MS = Number(process.env.DLLM_NEXT_EDIT_WAIT || 60) * 1000;
 const QUIET_MS = Number(process.env.DLLM_QUIET_WAIT || 8) * 1000;
-const SCENARIO = process.env.DLLM_SCENARIO || 'next-edit';
 
-const sinceLaunch = () => Date.now() / 1000 - T0;
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const readFile = () => fs.readFileSync(FILE, 'utf8');
-
-function emit(record) {
-  fs.appendFileSync(RESULT, JSON.stringify({ ...record, t: sinceLaunch() }) + '\n');
-}
-
-async function screenshot(page, name) {
-  const file = path.join(SCREENS, `vscode-next-edit-${name}.png`);
-  await page.screenshot({ path: file });
-  return file;
-}
-
-/** Polls fn until it returns something truthy (that) or timeoutMs passes (undefined). */
-async function until(timeoutMs, fn, everyMs = 200) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value) {
-      return value;
-    }
-    if (Date.now() > deadline) {
-      return undefined;
-    }
-    await sleep(everyMs);
-  }
-}
-
-async function chord(page, modifiers, key) {
-  for (const m of modifiers) {
-    await page.keyboard.down(m);
-  }
-  await page.keyboard.press(key);
-  for (const m of [...modifiers].reverse()) {
-    await page.keyboard.up(m);
-  }
-}
-
-function quickInputRows(page) {
-  return page.$$eval('.quick-input-widget .quick-input-list .monaco-list-row', (rows) =>
-    rows.map((row) => row.getAttribute('aria-label') || row.textContent)
-  );
-}
-
-async function quickInput(page, keys, text) {
-  await chord(page, keys.slice(0, -1), keys[keys.length - 1]);
-  await page.waitForSelector('.quick-input-widget .quick-input-box input', {
-    visible: true,
-    timeout: 15000,
-  });
-  await page.keyboard.type(text);
-}
-
-/** Runs a palette command by its exact title. */
-async function runCommand(page, title) {
-  await quickInput(page, ['F1'], title);
-  const found = await until(15000, async () =>
-    (await quickInputRows(page)).some((label) => label.startsWith(title))
-  );
-  if (!found) {
-    throw new Error(`the palette has no command "${title}": ${await quickInputRows(page)}`);
-  }
-  await page.keyboard.press('Enter');
-}
-
-/** Go to Line (Ctrl+G), `where` as "line:column" (1-based). */
-async function goTo(page, where) {
-  await quickInput(page, ['Control', 'g'], where);
-  await sleep(200);
-  await page.keyboard.press('Enter');
-  await page.waitForSelector('.quick-input-widget', { hidden: true, timeout: 10000 });
-}
+const screenshot = (page, name) => shoot(page, `vscode-next-edit-${name}.png`);
 
 function statusIcon(page) {
   return page.evaluate((id) => {
@@ -120,12 +42,6 @@ function statusIcon(page) {
     const names = icon ? [...icon.classList] : [];
     return names.find((c) => c.startsWith('codicon-') && c !== 'codicon-modifier-spin') || null;
   }, STATUS_ITEM);
-}
-
-function toasts(page) {
-  return page.$$eval('.notifications-toasts .notification-list-item-message', (els) =>
-    els.map((e) => e.textContent)
-  );
 }
 
 /**
@@ -188,24 +104,7 @@ async function saveAndRead(page, want) {
 }
 
 async function openReady(page) {
-  await page.goto(URL, { waitUntil: 'domcontentloaded', timeout: 60000 });
-  await page.waitForSelector('.monaco-workbench .part.statusbar', { timeout: 90000 });
-  await page.waitForFunction(
-    (name) =>
-      [...document.querySelectorAll('.explorer-folders-view .monaco-list-row')].some((row) =>
-        row.textContent.includes(name)
-      ),
-    { timeout: 60000 },
-    NAME
-  );
-  emit({ step: 'workbench', ok: true });
-  await quickInput(page, ['Control', 'p'], NAME);
-  await until(15000, async () => (await quickInputRows(page)).some((l) => l.includes(NAME)));
-  await page.keyboard.press('Enter');
-  await page.waitForSelector(`.tabs-container .tab.active[aria-label*="${NAME}"]`, {
-    timeout: 30000,
-  });
-  emit({ step: 'open', ok: true });
+  await openFile(page);
   const icon = await until(240000, async () => {
     const now = await statusIcon(page);
     return (now === 'codicon-check' || now === 'codicon-error') && now;
@@ -351,55 +250,4 @@ async function runOff(page) {
   });
 }
 
-async function main() {
-  fs.mkdirSync(SCREENS, { recursive: true });
-  const browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: PROFILE,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--window-size=1400,900',
-    ],
-    defaultViewport: { width: 1400, height: 900 },
-    timeout: 60000,
-  });
-  emit({ step: 'browser', ok: true, version: await browser.version() });
-  const page = await browser.newPage();
-  const errors = [];
-  page.on('pageerror', (error) => errors.push(String(error).slice(0, 300)));
-  const watchdog = setTimeout(() => {
-    emit({ step: 'watchdog', ok: false, error: 'the driver ran past 420 s' });
-    process.exit(2);
-  }, 420000);
-  try {
-    const scenario = { 'next-edit': run, 'next-edit-off': runOff }[SCENARIO];
-    if (!scenario) {
-      throw new Error(`DLLM_SCENARIO is next-edit or next-edit-off, not ${SCENARIO}`);
-    }
-    await scenario(page);
-  } catch (error) {
-    let shot;
-    try {
-      shot = await screenshot(page, 'error');
-    } catch {
-      shot = undefined;
-    }
-    emit({ step: 'error', ok: false, error: String(error.stack || error), screenshot: shot });
-  } finally {
-    clearTimeout(watchdog);
-    emit({ step: 'done', ok: true, page_errors: errors });
-    await browser.close();
-  }
-}
-
-main().catch((error) => {
-  emit({ step: 'error', ok: false, error: String(error.stack || error) });
-  process.exit(1);
-});
+main({ 'next-edit': run, 'next-edit-off': runOff }, 'next-edit', 'vscode-next-edit-error.png');

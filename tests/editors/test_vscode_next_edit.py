@@ -16,7 +16,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import code_server
 import pytest
 from code_server import SCREENS, SERVER, SKIPS, drive
 
@@ -25,25 +24,16 @@ pytestmark = SKIPS
 TEXT = "def area(w, h):\n    return w * h\n"
 STEPS = ["browser", "workbench", "open", "ready", "preview", "jump", "apply", "counts", "dismiss"]
 SHOTS = Path("/tmp/shots")
+DRIVER = "drive_vscode_next_edit.js"
 
 
-@pytest.fixture
-def next_edit_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """code_server.drive runs HERE/drive_vscode.js: here that name is this test's driver."""
-    here = tmp_path / "driver"
-    here.mkdir()
-    (here / "drive_vscode.js").symlink_to(code_server.HERE / "drive_vscode_next_edit.js")
-    monkeypatch.setattr(code_server, "HERE", here)
-
-
-@pytest.mark.usefixtures("next_edit_driver")
 def test_next_edit_goes_applies_counts_and_dismisses(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = tmp_path / "area.py"
     source.write_text(TEXT)
     settings = {"dllm.serverPath": str(SERVER), "dllm.device": "cpu"}
-    run = drive(tmp_path / "vscode", source, settings, "next-edit")
+    run = drive(tmp_path / "vscode", source, settings, "next-edit", driver=DRIVER)
     run.check(STEPS)
     steps = run.by_step
 
@@ -75,7 +65,6 @@ def test_next_edit_goes_applies_counts_and_dismisses(
         )
 
 
-@pytest.mark.usefixtures("next_edit_driver")
 def test_next_edits_off_shows_and_counts_none(tmp_path: Path) -> None:
     source = tmp_path / "area.py"
     source.write_text(TEXT)
@@ -84,7 +73,7 @@ def test_next_edits_off_shows_and_counts_none(tmp_path: Path) -> None:
         "dllm.device": "cpu",
         "dllm.nextEdits.enabled": False,
     }
-    run = drive(tmp_path / "vscode", source, settings, "next-edit-off")
+    run = drive(tmp_path / "vscode", source, settings, "next-edit-off", driver=DRIVER)
     run.check(["browser", "workbench", "open", "ready", "off"])
     off = run.by_step["off"]
     assert off["drawn"] is None and off["view"]["markers"] == [], run.report
