@@ -164,3 +164,14 @@ def test_a_lone_replacement_with_many_occurrences_is_unsure() -> None:
     text = replaced(text, at, at + 4, "rows", h)
     found = [c for c in candidates(text, h.edits(), "python", at + 4) if c.kind == "replace"]
     assert found and gate(found, text) is None  # `data` is everywhere: most of it stays
+
+
+def test_the_smallest_replacement_leaves_out_the_common_ends() -> None:
+    from infill_engine.edits.history import replacement
+
+    assert replacement("return w * h\n", "return width * h\n") == (8, 8, "idth")
+    assert replacement("a\nb\n", "a\n") == (2, 4, "")
+    assert replacement("same", "same") is None
+    big = "x" * 5000
+    assert replacement(big + "a" + big, big + "bc" + big) == (5000, 5001, "bc")  # past a block
+    assert replacement(big, big + big) == (5000, 5000, big)
