@@ -18,7 +18,7 @@ from typing import Any
 
 from .history import Edit
 from .suggestion import Suggestion
-from .text import in_comment, line_of, shape, tokens
+from .text import in_comment, is_name, line_of, shape, tokens
 
 MAX_SCAN_CHARS = 400_000  # occurrences are looked for within this of the edit
 MAX_LOOKS = 8  # the nearest occurrences whose kind of text (comment or code) is read
@@ -65,6 +65,15 @@ def repeated(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -
     m = alike[0]
     again = any(grown(e) == change for e in earlier)
     far = text.count("\n", min(m.start(), last.start), max(m.start(), last.start))
+    # An edit of more than one name, or one that wrote a name in use already, made its place
+    # like others (a statement rewritten, a copy corrected): alone, rarely a series.
+    settled = len(tokens(old)) > 1 or (is_name(new) and _in_use(text, new, edited))
     score = 0.3 + 0.3 * bool(series) + 0.3 * again + 0.1 * (len(old) >= 6)
+    score -= 0.15 * (settled and not (series or again))
     score += 0.1 * (len(found) == 1) - 0.1 * (len(found) > 6) - 0.1 * min(max(far - 20, 0) / 200, 1)
     return [Suggestion(m.start(), m.end(), new, "replace", round(min(max(score, 0.0), 0.95), 4))]
+
+
+def _in_use(text: str, name: str, edited: tuple[int, int]) -> bool:
+    pattern = re.compile(r"(?<![\w$])" + re.escape(name) + r"(?![\w$])")
+    return any(not edited[0] <= m.start() < edited[1] for m in pattern.finditer(text))

@@ -159,14 +159,14 @@ def _binding(text: str, offset: int, tree: Any | None) -> tuple[bool, tuple[int,
     node = tree.root_node.descendant_for_byte_range(data_prefix, data_prefix)
     if node is None:
         return False, None
-    bound, chain, n = False, list[Any](), node
+    bound, chain, n, params = False, list[Any](), node, None
     while n is not None and len(chain) < 6:
         chain.append(n)
         n = n.parent
     for depth, anc in enumerate(chain[1:4], start=1):
         child = chain[depth - 1]
         if "parameter" in anc.type:
-            bound = True
+            bound, params = True, anc
             break
         for field in _BINDS.get(anc.type.split("_")[-1], ()):
             f = anc.child_by_field_name(field)
@@ -180,6 +180,10 @@ def _binding(text: str, offset: int, tree: Any | None) -> tuple[bool, tuple[int,
     scope = node.parent
     while scope is not None and not _is_scope(scope.type):
         scope = scope.parent
+    if scope is None and params is not None:
+        scope = params.parent  # a prototype's parameter: its name means nothing past it
+        while scope is not None and "parameter" in scope.type:
+            scope = scope.parent
     if scope is None:
         return True, None
     named = scope.child_by_field_name("name")
