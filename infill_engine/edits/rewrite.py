@@ -151,7 +151,7 @@ def suggestion(
 
 # -- verify -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Window:
+class ScoredSpan:
     """A canvas (the document as it would be after a suggestion, cut to the model) whose
     positions [lo, hi) are masked and scored on the tokens `want` there."""
 
@@ -184,7 +184,7 @@ def verify(
 
 def window(
     engine: Engine, text: str, s: Suggestion, edits: Sequence[Edit], language_id: str
-) -> Window | None:
+) -> ScoredSpan | None:
     """The suggestion's canvas: the whole lines it touches, after it, between the prompt's
     prefix and suffix. Its changed tokens (those that differ from the same lines before it,
     common leading and trailing tokens trimmed; for a deletion, the two on either side of the
@@ -209,7 +209,7 @@ def window(
         return None
     want = canvas[first:last]
     canvas[first:last] = [engine.mask_id] * (last - first)
-    return Window(canvas, first, last, want)
+    return ScoredSpan(canvas, first, last, want)
 
 
 def changed(mine: Sequence[int], other: Sequence[int]) -> tuple[int, int]:
@@ -224,7 +224,7 @@ def changed(mine: Sequence[int], other: Sequence[int]) -> tuple[int, int]:
     return a, len(mine) - b
 
 
-def score(engine: Engine, windows: Sequence[Window]) -> list[float]:
+def score(engine: Engine, windows: Sequence[ScoredSpan]) -> list[float]:
     """One full pass over every window's canvas, padded to the longest and the padding hidden
     from attention; only the scored positions go through the vocabulary projection, and the
     ids decoding never commits (the mask, control tokens) are out of the softmax, as there."""
