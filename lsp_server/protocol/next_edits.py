@@ -26,7 +26,7 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
 from ..completion.next_edit import NextEdits
-from ..workspace.documents import MAX_UINT
+from ..workspace.documents import point
 from .session import DllmServer
 from .telemetry import command_id, item_id
 
@@ -35,10 +35,6 @@ ACCEPTED = "dllm.nextEditAccepted"
 DID_SHOW = "textDocument/didShowInlineEdit"
 DID_FOCUS = "textDocument/didFocus"
 MAX_URI_CHARS = 8192
-
-
-def _uint(v: Any) -> bool:
-    return type(v) is int and 0 <= v <= MAX_UINT  # bool is an int to Python, not to JSON
 
 
 def parse(params: Any) -> tuple[str, int | None, lsp.Position]:
@@ -52,9 +48,10 @@ def parse(params: Any) -> tuple[str, int | None, lsp.Position]:
     version = doc.get("version") if isinstance(doc, dict) else None
     if version is not None and type(version) is not int:
         raise JsonRpcInvalidParams("Invalid Params: textDocument.version must be an integer")
-    if not isinstance(pos, dict) or not (_uint(pos.get("line")) and _uint(pos.get("character"))):
+    at = point(pos)
+    if at is None:
         raise JsonRpcInvalidParams("Invalid Params: position must be {line, character}")
-    return uri, version, lsp.Position(line=pos["line"], character=pos["character"])
+    return uri, version, lsp.Position(line=at[0], character=at[1])
 
 
 async def inline_edit(ls: DllmServer, step: NextEdits, params: Any) -> dict[str, Any]:

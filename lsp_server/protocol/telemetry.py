@@ -207,11 +207,7 @@ class Stats:
         """A new item's id (None with counting off: the item then carries no command)."""
         if not self.enabled:
             return None
-        self._next += 1
-        key = f"{self._prefix}-{self._next}"
-        self._items[key] = _Item(language or "unknown", source)
-        while len(self._items) > KEEP_ITEMS:
-            self._items.popitem(last=False)
+        key = self._keep(_Item(language or "unknown", source))
         self._bump(language or "unknown", items=1)
         self._by_source(source, items=1)
         return key
@@ -222,11 +218,13 @@ class Stats:
     def issue_edit(self, kind: str) -> str | None:
         """A next edit's id (None with counting off: it then carries no command)."""
         self._kind(kind, "suggested")
-        if not self.enabled:
-            return None
+        return self._keep(_Item("", kind=kind)) if self.enabled else None
+
+    def _keep(self, item: _Item) -> str:
+        """A new id for item, kept among the last KEEP_ITEMS."""
         self._next += 1
         key = f"{self._prefix}-{self._next}"
-        self._items[key] = _Item("", kind=kind)
+        self._items[key] = item
         while len(self._items) > KEEP_ITEMS:
             self._items.popitem(last=False)
         return key

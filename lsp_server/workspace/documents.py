@@ -76,7 +76,8 @@ def _uint(v: Any) -> bool:
     return type(v) is int and 0 <= v <= MAX_UINT  # bool is an int to Python, not to JSON
 
 
-def _point(raw: Any) -> tuple[int, int] | None:
+def point(raw: Any) -> tuple[int, int] | None:
+    """(line, character) from a raw LSP Position, or None when it breaks the schema."""
     if not isinstance(raw, dict) or not (_uint(raw.get("line")) and _uint(raw.get("character"))):
         return None
     return raw["line"], raw["character"]
@@ -89,8 +90,8 @@ def parse_change(raw: Any) -> Change | None:
     if "range" not in raw:
         return Change(clean(raw["text"]), None)
     r = raw["range"]
-    start = _point(r.get("start")) if isinstance(r, dict) else None
-    end = _point(r.get("end")) if isinstance(r, dict) else None
+    start = point(r.get("start")) if isinstance(r, dict) else None
+    end = point(r.get("end")) if isinstance(r, dict) else None
     if start is None or end is None:
         return None
     return Change(clean(raw["text"]), (*start, *end))
