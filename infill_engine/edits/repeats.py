@@ -18,7 +18,7 @@ from typing import Any
 
 from .history import Edit
 from .suggestion import Suggestion
-from .text import in_comment, is_name, line_of, shape, tokens
+from .text import in_comment, in_comments, is_name, line_of, shape, tokens
 
 MAX_SCAN_CHARS = 400_000  # occurrences are looked for within this of the edit
 MAX_LOOKS = 8  # the nearest occurrences whose kind of text (comment or code) is read
@@ -59,7 +59,8 @@ def repeated(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -
     series = [m for m in found if shape(tokens(text[slice(*line_of(text, m.start()))])) == form]
     prose = in_comment(text, last.start, tree)
     nearest = sorted(series or found, key=lambda m: abs(m.start() - last.start))[:MAX_LOOKS]
-    alike = [m for m in nearest if in_comment(text, m.start(), tree) == prose]
+    kinds = in_comments(text, [m.start() for m in nearest], tree)
+    alike = [m for m, k in zip(nearest, kinds, strict=True) if k == prose]
     if not alike:
         return []
     m = alike[0]

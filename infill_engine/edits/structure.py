@@ -31,7 +31,18 @@ from .history import Edit
 from .repeats import repeated
 from .shapes import reshaped, twin
 from .suggestion import Suggestion
-from .text import Token, changes, in_comment, is_name, line_of, opcodes, shape, tokens, words
+from .text import (
+    Token,
+    changes,
+    in_comment,
+    in_comments,
+    is_name,
+    line_of,
+    opcodes,
+    shape,
+    tokens,
+    words,
+)
 
 WINDOW_LINES = 60  # shape and twin rules look this far from the edit
 MAX_SCAN_CHARS = 400_000  # references and calls are looked for within this of the edit
@@ -127,7 +138,10 @@ def _rename(
     # Where a series goes on: a reference on a line of the edited line's shape; else one in
     # the same kind of text (a comment's words are renamed in comments, code's in code).
     series = [m for m in refs if shape(tokens(text[slice(*line_of(text, m.start()))])) == form]
-    alike = series or [m for m in refs if in_comment(text, m.start(), tree) == prose]
+    alike = series
+    if not alike:
+        kinds = in_comments(text, [m.start() for m in refs], tree)
+        alike = [m for m, k in zip(refs, kinds, strict=True) if k == prose]
     if not alike:
         return []
     if binding and not prose:

@@ -117,9 +117,19 @@ _LINE_COMMENT = re.compile(r"\s*(#|//|/\*|\*|--)")
 def in_comment(text: str, offset: int, tree: Any | None) -> bool:
     """Whether offset is in a comment: the tree says, else a line that opens with a comment
     mark."""
-    if tree is not None:
-        b = len(text[:offset].encode("utf-8"))
-        node = tree.root_node.descendant_for_byte_range(b, b)
-        return node is not None and "comment" in node.type
-    start = text.rfind("\n", 0, offset) + 1
-    return bool(_LINE_COMMENT.match(text, start))
+    return in_comments(text, [offset], tree)[0]
+
+
+def in_comments(text: str, offsets: Sequence[int], tree: Any | None) -> list[bool]:
+    """`in_comment` for each of offsets, the text read once to find their bytes (not once per
+    offset: a name can have hundreds of references in a large file)."""
+    if tree is None:
+        return [bool(_LINE_COMMENT.match(text, text.rfind("\n", 0, o) + 1)) for o in offsets]
+    found: dict[int, bool] = {}
+    at = byte = 0
+    for o in sorted(set(offsets)):
+        byte += len(text[at:o].encode("utf-8"))
+        at = o
+        node = tree.root_node.descendant_for_byte_range(byte, byte)
+        found[o] = node is not None and "comment" in node.type
+    return [found[o] for o in offsets]
