@@ -58,7 +58,7 @@ from infill_engine.finish import secrets
 from ..options import EDIT_PREFIX, normalize_fim_address
 from . import edit_prompt
 from .backoff import Backoff
-from .untrusted import BadAnswer, parse_json, redact, shown
+from .untrusted import BadAnswer, parse_json, read_body, redact, shown
 
 log = logging.getLogger("dllm-infill-ls.next-edits")  # under guard_logs' secret filter
 
@@ -221,7 +221,7 @@ class HostedEdits:
                     await _message(reply, self.key),
                     reply.headers.get("retry-after"),
                 )
-            return _content(await parse_json(await _read(reply)))
+            return _content(await parse_json(await read_body(reply, MAX_ANSWER_BYTES)))
 
     # -- how a failed call is taken ---------------------------------------------------------------
     def _failed(self, status: int, message: str, retry_after: str | None) -> None:
@@ -305,21 +305,6 @@ def _suggestions(content: str, text: str, region: edit_prompt.Region) -> list[Su
     return [Suggestion(region.start + a, region.start + b, replaced, "hosted", SCORE)]
 
 
-async def _read(reply: httpx.Response, limit: int = MAX_ANSWER_BYTES) -> bytes:
-    """The body as it arrives, plain (not encoded); BadAnswer past `limit` bytes (not read
-    further: closing the stream drops the rest)."""
-    encoding = reply.headers.get("content-encoding", "").strip().lower()
-    if encoding not in ("", "identity"):
-        raise BadAnswer(f"an answer encoded as {shown(encoding, 40)!r}, which was not asked for")
-    parts, size = [], 0
-    async for chunk in reply.aiter_raw():
-        size += len(chunk)
-        if size > limit:
-            raise BadAnswer(f"the answer is larger than {limit >> 10} KiB", "too_large")
-        parts.append(chunk)
-    return b"".join(parts)
-
-
 def _content(data: Any) -> str:
     """choices[0].message.content, a string."""
     try:
@@ -335,7 +320,7 @@ async def _message(reply: httpx.Response, key: str | None) -> str:
     """The API's own error message (`{"error": {"message"}}`), `shown`, with what looks like a
     key in it (and the key itself) redacted first."""
     try:
-        data = await parse_json(await _read(reply))
+        data = await parse_json(await read_body(reply, MAX_ANSWER_BYTES))
         err = data.get("error") if isinstance(data, dict) else None
         message = err.get("message") if isinstance(err, dict) else err
     except BadAnswer:

@@ -89,24 +89,25 @@ def _too_large(what: str = "the answer", limit: int = MAX_ANSWER_BYTES) -> BadAn
     return BadAnswer(f"{what} is larger than {limit >> 10} KiB: not read further", "too_large")
 
 
-def _plain(response: httpx.Response) -> None:
+def _plain(response: httpx.Response, limit: int = MAX_ANSWER_BYTES) -> None:
     """An answer this side can bound: not encoded, not announced larger than the cap."""
     encoding = response.headers.get("content-encoding", "").strip().lower()
     if encoding not in ("", "identity"):
         raise BadAnswer(f"an answer encoded as {shown(encoding, 40)!r}, which was not asked for")
     length = response.headers.get("content-length", "").strip()
-    if length and (len(length) > 12 or (length.isdigit() and int(length) > MAX_ANSWER_BYTES)):
-        raise _too_large()
+    if length and (len(length) > 12 or (length.isdigit() and int(length) > limit)):
+        raise _too_large(limit=limit)
 
 
-async def read_body(response: httpx.Response) -> bytes:
-    """The whole body, read as it arrives; BadAnswer past MAX_ANSWER_BYTES."""
-    _plain(response)
+async def read_body(response: httpx.Response, limit: int = MAX_ANSWER_BYTES) -> bytes:
+    """The whole body, read as it arrives; BadAnswer past `limit` bytes (a caller's tighter cap,
+    else MAX_ANSWER_BYTES), not read further."""
+    _plain(response, limit)
     parts, size = [], 0
     async for chunk in response.aiter_raw():
         size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
-            raise _too_large()
+        if size > limit:
+            raise _too_large(limit=limit)
         parts.append(chunk)
     return b"".join(parts)
 
