@@ -17,13 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from infill_engine import languages
-from infill_engine.decide import trusted
 from infill_engine.edits.suggestion import Suggestion
 
 from ..engines.backend import Backend, NotReady, Superseded
 from ..engines.hosted_edit import HostedEdits, edit_key, parse_edit_address
 from ..options import Options
+from .inline import model_knows, model_trusted
 from .next_edit import EditAsk
 
 
@@ -34,14 +33,10 @@ class ModelSource:
     @staticmethod
     def wanted(ask: EditAsk, options: Options) -> bool:
         """Whether the model's rewrite may be asked for in this document."""
-        engine, setting = options.engine, options.next_edits.model
-        remote = engine.address is not None
-        if setting is None and not trusted(engine.model, remote, options.drafts.trust_model):
+        setting = options.next_edits.model
+        if setting is False or (setting is None and not model_trusted(options)):
             return False
-        if setting is False:
-            return False
-        known = languages.model_languages(engine.model, engine.languages, remote)
-        return languages.knows(known, ask.language_id)
+        return model_knows(options, ask.language_id)
 
     async def __call__(self, ask: EditAsk, options: Options) -> list[Suggestion]:
         if not self.wanted(ask, options) or not self.backend.rewrites:

@@ -47,6 +47,20 @@ class Ask:
     indent: Indent | None = None  # the editor's formatting options, when it sent them
 
 
+def model_trusted(opts: Options) -> bool:
+    """Whether the model's fills may be shown unasked (decide.trusted, drafts.trustModel)."""
+    engine = opts.engine
+    return trusted(engine.model, engine.address is not None, opts.drafts.trust_model)
+
+
+def model_knows(opts: Options, language_id: str) -> bool:
+    """Whether the model knows the document's language (languages.py: modelLanguages, else its
+    card; a card is read once per model, languages.model_languages caches it)."""
+    engine = opts.engine
+    known = languages.model_languages(engine.model, engine.languages, engine.address is not None)
+    return languages.knows(known, language_id)
+
+
 class Completer:
     def __init__(self, backend: Backend, log: Callable[[str], None]) -> None:
         self.backend = backend
@@ -111,16 +125,10 @@ class Completer:
         """How this request is decided (decide.py). With drafts off the model's fills are all
         there is, and they are shown as they were before drafts: trusted. In a language the
         model does not know (languages.py), its fills are never shown."""
-        setting, engine = opts.drafts.trust_model, opts.engine
-        trust = trusted(engine.model, engine.address is not None, setting)
-        # a card is read once per model (languages.model_languages caches it)
-        known = languages.model_languages(
-            engine.model, engine.languages, engine.address is not None
-        )
-        knows = languages.knows(known, ask.language_id)
+        trust = model_trusted(opts)
         return Policy(
             not ask.invoked, trust or not opts.drafts.enabled, opts.drafts.gate, ask.indent,
-            model_knows=knows,
+            model_knows=model_knows(opts, ask.language_id),
         )  # fmt: skip
 
     async def _from_model(self, ask: Ask, opts: Options) -> list[str]:
