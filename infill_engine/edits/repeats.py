@@ -18,7 +18,7 @@ from typing import Any
 
 from .history import Edit
 from .suggestion import Suggestion
-from .text import in_comment, in_comments, is_name, line_of, shape, tokens
+from .text import BEHIND, behind, heading, in_comment, in_comments, is_name, line_of, shape, tokens
 
 MAX_SCAN_CHARS = 400_000  # occurrences are looked for within this of the edit
 MAX_LOOKS = 8  # the nearest occurrences whose kind of text (comment or code) is read
@@ -58,7 +58,11 @@ def repeated(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -
     form = shape(tokens(last.lines_before))
     series = [m for m in found if shape(tokens(text[slice(*line_of(text, m.start()))])) == form]
     prose = in_comment(text, last.start, tree)
-    nearest = sorted(series or found, key=lambda m: abs(m.start() - last.start))[:MAX_LOOKS]
+    way = heading(last, earlier)
+    nearest = sorted(
+        series or found,
+        key=lambda m: (behind(way, last.start, m.start()), abs(m.start() - last.start)),
+    )[:MAX_LOOKS]
     kinds = in_comments(text, [m.start() for m in nearest], tree)
     alike = [m for m, k in zip(nearest, kinds, strict=True) if k == prose]
     if not alike:
@@ -72,6 +76,7 @@ def repeated(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -
     score = 0.3 + 0.3 * bool(series) + 0.3 * again + 0.1 * (len(old) >= 6)
     score -= 0.15 * (settled and not (series or again))
     score += 0.1 * (len(found) == 1) - 0.1 * (len(found) > 6) - 0.1 * min(max(far - 20, 0) / 200, 1)
+    score -= BEHIND * behind(way, last.start, m.start())
     return [Suggestion(m.start(), m.end(), new, "replace", round(min(max(score, 0.0), 0.95), 4))]
 
 

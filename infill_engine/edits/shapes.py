@@ -16,7 +16,19 @@ from difflib import SequenceMatcher
 
 from .history import Edit
 from .suggestion import Suggestion
-from .text import Token, changes, is_name, line_of, lines_near, opcodes, shape, tokens
+from .text import (
+    BEHIND,
+    Token,
+    behind,
+    changes,
+    heading,
+    is_name,
+    line_of,
+    lines_near,
+    opcodes,
+    shape,
+    tokens,
+)
 
 WINDOW_LINES = 60  # both rules look this far from the edit
 MIN_TWIN_CHARS = 8  # a deleted line shorter than this ("}", "pass") has no meaningful twin
@@ -31,7 +43,8 @@ def reshaped(text: str, last: Edit, earlier: Sequence[Edit]) -> list[Suggestion]
     if plan is None:
         return []
     edited = line_of(text, last.start)[0], line_of(text, last.end)[1]
-    found: list[tuple[int, int, int, str]] = []  # (distance, start, end, new block)
+    way = heading(last, earlier)
+    found: list[tuple[bool, int, int, int, str]] = []  # (behind, distance, start, end, block)
     converted = 0
     starts = [a for a, _ in lines_near(text, edited[0], WINDOW_LINES)]
     lines = {a: text[a:b] for a, b in lines_near(text, edited[0], WINDOW_LINES + len(was))}
@@ -54,10 +67,10 @@ def reshaped(text: str, last: Edit, earlier: Sequence[Edit]) -> list[Suggestion]
         if out is not None and out != block:
             end = last_start + len(lines[last_start])
             distance = text.count("\n", min(first, edited[0]), max(first, edited[0]))
-            found.append((distance, first, end, "\n".join(out)))
+            found.append((behind(way, edited[0], first), distance, first, end, "\n".join(out)))
     if not found:
         return []
-    distance, start, end, new_block = min(found)
+    back, distance, start, end, new_block = min(found)
     form = [shape(tokens(w)) for w in was]
     repeated = any(
         e.lines_before != last.lines_before
@@ -68,7 +81,7 @@ def reshaped(text: str, last: Edit, earlier: Sequence[Edit]) -> list[Suggestion]
     # The same change made before in this history, or lines that read as its result already:
     # a series under way (on the calibration histories such candidates were mostly right).
     score = 0.45 + 0.25 * (repeated or converted > 0) + 0.1 * (len(found) > 1)
-    score -= 0.15 * min(distance / WINDOW_LINES, 1.0)
+    score -= 0.15 * min(distance / WINDOW_LINES, 1.0) + BEHIND * back
     return [Suggestion(start, end, new_block, "shape", round(min(score, 0.95), 4))]
 
 

@@ -32,8 +32,11 @@ from .repeats import repeated
 from .shapes import reshaped, twin
 from .suggestion import Suggestion
 from .text import (
+    BEHIND,
     Token,
+    behind,
     changes,
+    heading,
     in_comment,
     in_comments,
     is_name,
@@ -154,13 +157,14 @@ def _rename(
         score = 0.2  # the new name was there already: an argument changed, not a name
     else:
         score = 0.55
-    nearest = min(alike, key=lambda m: abs(m.start() - at))
+    way = heading(last, earlier)
+    nearest = min(alike, key=lambda m: (behind(way, at, m.start()), abs(m.start() - at)))
     line = line_of(text, nearest.start())
     same = [m for m in alike if line[0] <= m.start() < line[1]]
     start, end = same[0].start(), same[-1].end()
     piece = re.sub(rf"(?<![\w$]){re.escape(old)}(?![\w$])", new, text[start:end])
     far = abs(text.count("\n", min(at, start), max(at, start)))
-    score -= 0.1 * min(far / 200, 1.0)
+    score -= 0.1 * min(far / 200, 1.0) + BEHIND * behind(way, at, start)
     return [Suggestion(start, end, piece, "rename", round(max(score, 0.0), 4))]
 
 

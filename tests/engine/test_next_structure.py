@@ -175,3 +175,17 @@ def test_the_smallest_replacement_leaves_out_the_common_ends() -> None:
     big = "x" * 5000
     assert replacement(big + "a" + big, big + "bc" + big) == (5000, 5001, "bc")  # past a block
     assert replacement(big, big + big) == (5000, 5000, big)
+
+
+def test_a_run_of_edits_goes_on_ahead_not_over_what_it_passed() -> None:
+    """Two edits down the file: the occurrence between them was passed over (left as it is on
+    purpose), so the next one below is proposed, though farther."""
+    h = History()
+    lines = ['a = opts["timeout"]', 'b = opts["timeout"]', 'c = opts["timeout"]']
+    text = "\n".join([*lines, "x = 1", "y = 2", "z = 3", 'd = opts["timeout"]', ""])
+    for line in (0, 2):
+        at = text.index("timeout", sum(len(x) + 1 for x in lines[:line]))
+        text = replaced(text, at, at + 7, "deadline", h)
+    shown = gate(candidates(text, h.edits(), "python", at + 8), text)
+    assert shown is not None and shown.kind == "replace"
+    assert shown.applied(text).splitlines()[1::5] == ['b = opts["timeout"]', 'd = opts["deadline"]']
