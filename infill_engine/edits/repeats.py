@@ -18,7 +18,19 @@ from typing import Any
 
 from .history import Edit
 from .suggestion import Suggestion
-from .text import BEHIND, behind, heading, in_comment, in_comments, is_name, line_of, shape, tokens
+from .text import (
+    BEHIND,
+    behind,
+    heading,
+    in_comment,
+    in_comments,
+    is_name,
+    kin,
+    line_of,
+    neighbours,
+    shape,
+    tokens,
+)
 
 MAX_SCAN_CHARS = 400_000  # occurrences are looked for within this of the edit
 MAX_LOOKS = 8  # the nearest occurrences whose kind of text (comment or code) is read
@@ -28,6 +40,12 @@ _WORD = re.compile(r"[\w$]")
 def grown(edit: Edit) -> tuple[str, str] | None:
     """(old, new): the edit's replacement grown to whole words on its line; None for an edit
     over lines, a pure deletion or insertion of blank text, or a change of marks alone."""
+    span = _grown_span(edit)
+    return None if span is None else (edit.lines_before[span[0] : span[1]], span[2])
+
+
+def _grown_span(edit: Edit) -> tuple[int, int, str] | None:
+    """`grown`'s old text as a span of the edit's lines before, and its new text."""
     before, after = edit.lines_before, edit.lines_after
     a, b_old, b_new = len(edit.head), len(edit.head) + len(edit.old), len(edit.head) + len(edit.new)
     while a > 0 and _WORD.match(before[a - 1]) and _WORD.match(before[a] if a < b_old else "_"):
@@ -39,14 +57,14 @@ def grown(edit: Edit) -> tuple[str, str] | None:
         return None
     if not any(c.isalnum() for c in old) or len(old.strip()) < 2:
         return None
-    return old, new
+    return a, b_old, new
 
 
 def repeated(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -> list[Suggestion]:
-    change = grown(last)
-    if change is None:
+    span = _grown_span(last)
+    if span is None:
         return []
-    old, new = change
+    old, new = change = last.lines_before[span[0] : span[1]], span[2]
     lead = r"(?<![\w$])" if _WORD.match(old[0]) else ""
     trail = r"(?![\w$])" if _WORD.match(old[-1]) else ""
     pattern = re.compile(lead + re.escape(old) + trail)
@@ -67,7 +85,15 @@ def repeated(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -
     alike = [m for m, k in zip(nearest, kinds, strict=True) if k == prose]
     if not alike:
         return []
-    m = alike[0]
+    # Of the nearest one's line, the occurrence whose neighbours are the edit's (the same
+    # construct: a line can hold the old text twice, in different roles).
+    first = line_of(text, alike[0].start())
+    around = neighbours(last.lines_before, span[0], span[1])
+    on_line = sorted(
+        (x for x in alike if first[0] <= x.start() <= first[1]),
+        key=lambda x: abs(x.start() - last.start),
+    )
+    m = max(on_line, key=lambda x: kin(text, x.start(), x.end(), around))
     again = any(grown(e) == change for e in earlier)
     far = text.count("\n", min(m.start(), last.start), max(m.start(), last.start))
     # An edit of more than one name, or one that wrote a name in use already, made its place

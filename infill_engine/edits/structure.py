@@ -80,9 +80,15 @@ def candidates(
         edit = edits[len(edits) - 1 - age]
         if edit.clipped or edit.end > len(text) or text[edit.start : edit.end] != edit.new:
             break  # the history does not describe this text (a missed change): say nothing
+        # The lines of the edits made since were settled by them: an older edit's proposal
+        # there (often on the text a later edit wrote) is not what comes next.
+        since = [
+            (line_of(text, e.start)[0], line_of(text, e.end)[1]) for e in edits[len(edits) - age :]
+        ]
         found += [
             replace(s, score=round(s.score * AGING**age, 4))
             for s in _after(text, edit, edits[: len(edits) - 1 - age], tree)
+            if age == 0 or not any(s.start <= b and s.end >= a for a, b in since)
         ]
     return sorted(found, key=lambda s: -s.score)
 

@@ -100,6 +100,21 @@ def behind(way: int, at: int, offset: int) -> bool:
     return way * (offset - at) < 0
 
 
+def neighbours(text: str, start: int, end: int) -> tuple[str, ...]:
+    """The two tokens before text[start:end] on its line and the two after it ("" past the
+    line's ends)."""
+    a, b = line_of(text, start)[0], line_of(text, end)[1]
+    left = [t.text for t in tokens(text[a:start])][-2:]
+    right = [t.text for t in tokens(text[end:b])][:2]
+    return ("",) * (2 - len(left)) + (*left, *right) + ("",) * (2 - len(right))
+
+
+def kin(text: str, start: int, end: int, around: Sequence[str]) -> int:
+    """How many of the tokens next to text[start:end] are those `around` another occurrence
+    (neighbours): the same neighbours, the same construct."""
+    return sum(x == y != "" for x, y in zip(neighbours(text, start, end), around, strict=True))
+
+
 def line_of(text: str, offset: int) -> tuple[int, int]:
     start = text.rfind("\n", 0, offset) + 1
     end = text.find("\n", offset)

@@ -189,3 +189,22 @@ def test_a_run_of_edits_goes_on_ahead_not_over_what_it_passed() -> None:
     shown = gate(candidates(text, h.edits(), "python", at + 8), text)
     assert shown is not None and shown.kind == "replace"
     assert shown.applied(text).splitlines()[1::5] == ['b = opts["timeout"]', 'd = opts["deadline"]']
+
+
+def test_of_a_line_holding_the_old_text_twice_the_one_in_the_edit_s_role_is_replaced() -> None:
+    h = History()
+    text = "total = add(total, 1)\nx = 0\ntotal = add(total, 2)\n"
+    at = text.index("total, 1")
+    text = replaced(text, at, at + 5, "count", h)
+    (s,) = [c for c in candidates(text, h.edits(), "python", at + 5) if c.kind == "replace"]
+    assert s.applied(text).splitlines()[2] == "total = add(count, 2)"
+
+
+def test_an_older_edit_proposes_nothing_on_the_lines_a_later_one_wrote() -> None:
+    h = History()
+    text = "a = foo(1)\nc = 2\nd = 3\ne = foo(3)\n"
+    text = replaced(text, 4, 7, "bar", h)
+    text = replaced(text, 11, 11, "b = foo(2)\n", h)  # a line written after the rename
+    line = (11, text.index("\n", 11))
+    found = candidates(text, h.edits(), "python", line[1])
+    assert not any(line[0] <= c.start <= line[1] for c in found)  # foo there is new: bar is not
