@@ -22,7 +22,9 @@ from . import lines
 from .bodies import bodies
 from .draft import SOURCES, Draft
 from .gate import GATE, GATE_MODEL, gate_for
+from .idents import IDENT
 from .lines import WEIGHTS, Cursor, LineIndex, Weights, typed_before
+from .strangers import reads, strangers
 
 __all__ = [
     "GATE",
@@ -75,11 +77,17 @@ def gather(
     """Drafts for the cursor at `offset` of `text`: from the text itself, from the other files'
     chunks `extra` ((path, text), as the request carries them), and the `carried` ones a client
     found, the best `limit` distinct texts first. Imports are drafted only when `python` (the
-    text is Python, or of no language known): then the chunks' imports are read too."""
+    text is Python, or of no language known): then the chunks' imports are read too. A line
+    draft that reads another function's own name is none (strangers.py)."""
     indices = [document_index(text, offset)]
     indices += [LineIndex.build(path, "extra", chunk, python=python) for path, chunk in extra]
-    found = candidates(Cursor.at(text, offset, python), indices, limit)
-    return merge(found, carried, limit=limit)
+    cur = Cursor.at(text, offset, python)
+    found = merge(candidates(cur, indices, limit), carried, limit=limit)
+    away = strangers(text, offset)
+    if not away:
+        return found
+    typed = set(IDENT.findall(cur.typed))  # the user's own, whoever else binds them
+    return [d for d in found if "\n" in d.text or not reads(cur.typed + d.text) & away - typed]
 
 
 def merge(*groups: Iterable[Draft], limit: int = LIMIT) -> list[Draft]:

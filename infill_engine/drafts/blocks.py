@@ -26,7 +26,7 @@ CONTROL = frozenset(
 )
 
 
-def _head_kind(stripped: str) -> str:
+def head_kind(stripped: str) -> str:
     """The kind of block a head line opens: "function", "class", or "" (a control block, or no
     head)."""
     if _FUNCTION_HEAD.match(stripped):
@@ -69,6 +69,6 @@ def in_functions(lines: Sequence[str]) -> list[bool]:
             inside = stack[-2][1] if len(stack) > 1 else False
         out.append(inside)
         if not (closer and stack and stack[-1][0] == d):
-            kind = _head_kind(s)
+            kind = head_kind(s)
             stack.append((d, kind == "function" if kind else inside))
     return out

@@ -1,0 +1,130 @@
+"""Names that belong to another function: a line draft copied from one function into another
+often reads a variable the cursor's function never had.
+
+On the calibration code, a good share of the line drafts the gate showed wrongly were a
+sibling function's line whose names were that function's own: `append(r.middlewares, fn)`
+drafted into `Use(mwf ...)`, `range(i)` where only `count` is bound, `obj, key, default` where
+the function calls it `k`. The true line names what its own function binds. So a draft is
+dropped when it reads a *stranger* (`strangers`): a name that another function of the document
+binds (in its head, or on the left of an assignment), that neither the cursor's function nor
+the module level ever mentions, and that no more than `MAX_FUNCTIONS` functions mention at all
+(a name in many functions is a type, a builtin or a convention such as `err` or `ctx`, not one
+function's own).
+
+Functions are read as blocks.py reads them, from indentation and head lines alone (so in every
+language): a function is its head line and the lines under it, up to the first line at the
+head's depth or less that does not close a bracket; a function inside another belongs to the
+outermost one, which sees them all. What a draft reads (`reads`): its names but those after a
+`.` (members), those before a `(` (calls: functions are the module's), and those it binds on
+its own left of an assignment. Text with no function in it has no strangers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+
+from .blocks import head_kind
+from .idents import IDENT, KEYWORDS
+
+MAX_FUNCTIONS = 2  # a name mentioned in more functions than this is nobody's own
+_ASSIGN = re.compile(r"(?<![=!<>:+\-*/%&|^~.])(?::=|=)(?![=>])")
+_PARENS = re.compile(r"\(([^()]*)\)")
+_COMMENT = ("#", "//", "*", "/*")
+_IMPORTS = ("import ", "from ", "use ", "using ", "#include", "package ", "extern crate ")
+
+
+def owners(lines: Sequence[str]) -> list[int]:
+    """For each line, the row of the head of the outermost function it stands in (its own row
+    for a head at the module level), or -1 at the module level."""
+    out: list[int] = []
+    head, depth = -1, 0
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if not s or s.startswith(_COMMENT):
+            out.append(head)
+            continue
+        d = len(line) - len(line.lstrip(" \t"))
+        if head >= 0 and (d > depth or (d == depth and s[0] in ")]}")):
+            out.append(head)
+            continue
+        head = i if head_kind(s) == "function" else -1
+        depth = d
+        out.append(head)
+    return out
+
+
+def binds(line: str) -> set[str]:
+    """The names a line binds on the left of its first assignment (`x = ...`, `a, b := ...`,
+    `let total = ...`, `int count = 0;`): each comma-separated target's last name, but members
+    and items (`self.x`, `a[i]`) and whatever stands inside a call (`f(a=1)`)."""
+    m = _ASSIGN.search(line)
+    if m is None:
+        return set()
+    left = line[: m.start()]
+    if "(" in left:
+        return set()
+    out = set()
+    for part in left.split(","):
+        names = IDENT.findall(part.split(":")[0])  # `x: int = 0` binds x
+        if names and "." not in part and "[" not in part:
+            out.add(names[-1])
+    return out
+
+
+def parameters(head: str) -> set[str]:
+    """The names inside a head line's parentheses: its parameters, but capitalised names
+    (types, in most languages) and packages (`context.Context`)."""
+    out = set()
+    for group in _PARENS.findall(head):
+        for m in IDENT.finditer(group):
+            if not m.group()[0].isupper() and not group[m.end() :].startswith("."):
+                out.add(m.group())
+    return out
+
+
+def reads(line: str) -> set[str]:
+    """The names a line reads: neither members (after `.`), nor calls (before `(`), nor what it
+    binds itself, nor the language's words. An import reads nothing: it binds its names."""
+    if line.lstrip().startswith(_IMPORTS):
+        return set()
+    out = set()
+    for m in IDENT.finditer(line):
+        before = line[: m.start()].rstrip()
+        after = line[m.end() :].lstrip()
+        if before.endswith(".") or after.startswith("("):
+            continue
+        out.add(m.group())
+    return out - binds(line) - KEYWORDS - {"_"}
+
+
+def strangers(text: str, offset: int) -> frozenset[str]:
+    """The names of `text` that belong to functions other than the one around `offset` (the
+    module level's, if none is): see the module's docstring. The cursor's line counts as what
+    is typed on it before the cursor."""
+    lines = text.split("\n")
+    row = text.count("\n", 0, offset)
+    start = text.rfind("\n", 0, offset) + 1
+    lines[row] = text[start:offset] + "_"  # its indentation decides its function
+    own = owners(lines)
+    mine = own[row]
+    known: set[str] = set()
+    bound: dict[int, set[str]] = defaultdict(set)
+    mentions: dict[str, set[int]] = defaultdict(set)
+    for i, line in enumerate(lines):
+        if i == row:
+            continue
+        names = set(IDENT.findall(line))
+        if own[i] < 0 or own[i] == mine:
+            known |= names
+            continue
+        for name in names:
+            mentions[name].add(own[i])
+        bound[own[i]] |= parameters(line) if i == own[i] else binds(line)
+    if not bound:
+        return frozenset()
+    out = set()
+    for names in bound.values():
+        out |= {n for n in names if n not in known and len(mentions[n]) <= MAX_FUNCTIONS}
+    return frozenset(out - KEYWORDS)

@@ -1,0 +1,112 @@
+"""A line draft that reads another function's own name is none (drafts/strangers.py): the
+calibration code's wrong drafts copied a sibling function's line into a function that never
+had its variables."""
+
+from __future__ import annotations
+
+import pytest
+
+from infill_engine.drafts import gather
+from infill_engine.drafts.strangers import binds, owners, reads, strangers
+
+MUX = (
+    "package mux\n"
+    "\n"
+    "func (r *Router) Use(mwf ...MiddlewareFunc) {\n"
+    "\tfor _, handler := range mwf {\n"
+    "\t\tr.middlewares = append(r.middlewares, handler)\n"
+    "\t}\n"
+    "}\n"
+    "\n"
+    "func (r *Router) useInterface(mw middleware) {\n"
+    "\t\n"
+    "}\n"
+)
+
+
+def test_a_siblings_line_is_no_draft_where_its_names_are_not_bound() -> None:
+    offset = MUX.index("\t\n}", MUX.index("useInterface")) + 1
+    assert {"handler", "mwf"} <= strangers(MUX, offset)
+    texts = [d.text for d in gather(MUX, offset, python=False)]
+    assert "r.middlewares = append(r.middlewares, handler)" not in texts
+    # the same line where its names are bound: a draft
+    own = MUX.replace("useInterface(mw middleware)", "useAll(handler MiddlewareFunc)")
+    offset = own.index("\t\n}", own.index("useAll")) + 1
+    texts = [d.text for d in gather(own, offset, python=False)]
+    assert "r.middlewares = append(r.middlewares, handler)" in texts
+
+
+def test_python_a_parameter_of_another_function_is_a_stranger() -> None:
+    doc = (
+        "def area(width, height):\n"
+        "    total = width * height\n"
+        "    return total\n"
+        "\n"
+        "def volume(w, h, d):\n"
+        "    size = w * h * d\n"
+        "    "
+    )
+    assert strangers(doc, len(doc)) >= {"width", "height", "total"}
+    texts = [d.text for d in gather(doc, len(doc))]
+    assert "total = width * height" not in texts and "return total" not in texts
+
+
+def test_names_of_many_functions_and_of_the_module_are_nobodys() -> None:
+    fns = "".join(
+        f"func f{i}(ctx Context) error {{\n\terr := run{i}(ctx)\n\treturn err\n}}\n\n"
+        for i in range(3)
+    )
+    doc = "var limit = 3\n\n" + fns + "func g(limit int) error {\n\t"
+    away = strangers(doc, len(doc))
+    assert "err" not in away and "ctx" not in away  # in three functions: a convention
+    assert "limit" not in away  # the module's own
+    assert "return err" in [d.text for d in gather(doc, len(doc), python=False)]
+
+
+def test_text_with_no_function_has_no_strangers() -> None:
+    doc = "a = 1\nb = a + 1\n"
+    assert strangers(doc, len(doc)) == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("line", "bound"),
+    [
+        ("x = 1", {"x"}),
+        ("x: int = 0", {"x"}),
+        ("a, b := f()", {"a", "b"}),
+        ("let total = 0;", {"total"}),
+        ("int count = 0;", {"count"}),
+        ("self.x = 1", set()),
+        ("a[i] = 2", set()),
+        ("f(a=1)", set()),
+        ("if x == 1:", set()),
+        ("x += 1", set()),
+        ("y <= 2", set()),
+    ],
+)
+def test_what_a_line_binds(line: str, bound: set[str]) -> None:
+    assert binds(line) == bound
+
+
+def test_what_a_line_reads_leaves_out_members_calls_literals_and_its_own_names() -> None:
+    assert reads("total = self.size + helper(n) + None") == {"n"}
+    assert reads("return nil, err") == {"err"}
+
+
+def test_a_nested_function_belongs_to_the_outermost() -> None:
+    text = (
+        "x = 1\n"
+        "def outer(a):\n"
+        "    def inner(b):\n"
+        "        return b\n"
+        "    return inner\n"
+        "y = 2\n"
+        "func f() {\n"
+        "}\n"
+    )
+    assert owners(text.splitlines()) == [-1, 1, 1, 1, 1, -1, 6, 6]
+
+
+def test_an_import_reads_nothing_it_binds_its_names() -> None:
+    assert reads("import { asyncScheduler } from '../scheduler/async';") == set()
+    assert reads("from os import path") == set()
