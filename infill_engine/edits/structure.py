@@ -192,12 +192,15 @@ def _binding(text: str, offset: int, tree: Any | None) -> tuple[bool, tuple[int,
         if "parameter" in anc.type:
             bound, params = True, anc
             break
-        for field in _BINDS.get(anc.type.split("_")[-1], ()):
+        fields = _BINDS.get(anc.type.split("_")[-1], ())
+        for field in fields:
             f = anc.child_by_field_name(field)
             if f is not None and f.start_byte <= child.start_byte and child.end_byte <= f.end_byte:
                 bound = True
                 break
-        if bound:
+        if bound or fields:
+            # A binding node whose binding fields do not hold the name holds it in its value
+            # (`p = strchr(s, c)`: strchr is read, not bound, however high the declaration).
             break
     if not bound:
         return False, None

@@ -208,3 +208,17 @@ def test_an_older_edit_proposes_nothing_on_the_lines_a_later_one_wrote() -> None
     line = (11, text.index("\n", 11))
     found = candidates(text, h.edits(), "python", line[1])
     assert not any(line[0] <= c.start <= line[1] for c in found)  # foo there is new: bar is not
+
+
+def test_a_function_called_in_a_declaration_s_value_is_not_bound_there() -> None:
+    """`p = strchr(s, c)` -> `p = strrchr(s, c)`: the declaration binds p, not strchr, so the
+    other call is not renamed as surely as a binding's references are."""
+    h = History()
+    text = (
+        "void f(char *s) {\n  char *p = strchr(s, 1);\n}\nvoid g(char *s) {\n  strchr(s, 2);\n}\n"
+    )
+    at = text.index("strchr")
+    text = replaced(text, at, at + 6, "strrchr", h)
+    tree = grammars.parser("c").parse(text.encode())
+    (s,) = [c for c in candidates(text, h.edits(), "c", at + 7, tree) if c.kind == "rename"]
+    assert s.text == "strrchr" and s.score < 0.6
