@@ -21,6 +21,7 @@ from tree_sitter import Node, Parser, Tree
 import grammars
 
 from .compiles import Block
+from .returns import Returns
 
 
 def parser_for(language_id: str) -> Parser | None:
@@ -235,9 +236,14 @@ def fit(prefix: str, text: str, suffix: str, language_id: str, replaced: str = "
     check = Check(Around(prefix, suffix, replaced), language_id)
     if not check.checked:
         return text
+    start, end = prefix[prefix.rfind("\n") + 1 :], suffix.split("\n", 1)[0]
+    returns = Returns(prefix, language_id) if "return" in start + text else None
     cuts = [m.end() for m in _CUT.finditer(text.split("\n", 1)[0])]
     cuts += [i for i, c in enumerate(text) if c == "\n" and i > 0]
     for cut in sorted(set(cuts) | {len(text)}, reverse=True)[:24]:  # longest first
-        if check.clean(text[:cut]):
-            return text[:cut]
+        piece = text[:cut]
+        if returns and "\n" not in piece and not returns.allows(start + piece + end):
+            continue  # a return its function's head rules out (returns.py)
+        if check.clean(piece):
+            return piece
     return ""
