@@ -14,6 +14,9 @@ where the same intent goes on:
   numbers abstracted) and holds the same changed tokens: the same change there.
 * **twin**: a line deleted whose exact twin stays in the file: the twin goes too.
 
+Where the edits so far make a run one way down or up the file (text.heading), each rule takes
+the nearest place ahead of the run: a place behind it was passed over, and is less sure.
+
 Each candidate's score (0..1) is the rule's confidence, read by the gate (suggestion.py), whose
 thresholds are fitted on replayed histories. Every rule reads a bounded window of the document,
 so a request stays in milliseconds on large files.
@@ -76,6 +79,7 @@ def candidates(
     What an earlier edit still implies (a rename not carried through yet) counts too, less
     sure the older it is."""
     found: list[Suggestion] = []
+    way = heading(edits[-1], edits[:-1]) if edits else 0
     for age in range(min(EARLIER + 1, len(edits))):
         edit = edits[len(edits) - 1 - age]
         if edit.clipped or edit.end > len(text) or text[edit.start : edit.end] != edit.new:
@@ -85,10 +89,13 @@ def candidates(
         since = [
             (line_of(text, e.start)[0], line_of(text, e.end)[1]) for e in edits[len(edits) - age :]
         ]
+        # An older edit's proposal behind the run that the edits since made is passed over
+        # too (the rules read the run up to the proposing edit only).
         found += [
-            replace(s, score=round(s.score * AGING**age, 4))
+            replace(s, score=round(max(s.score * AGING**age - BEHIND * back, 0.0), 4))
             for s in _after(text, edit, edits[: len(edits) - 1 - age], tree)
             if age == 0 or not any(s.start <= b and s.end >= a for a, b in since)
+            for back in [age > 0 and behind(way, edits[-1].start, s.start)]
         ]
     return sorted(found, key=lambda s: -s.score)
 
