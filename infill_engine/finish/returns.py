@@ -84,9 +84,9 @@ def _go(head: str) -> frozenset[int] | None:
     return frozenset({0, len(parts)}) if named else frozenset({len(parts)})
 
 
-def _c_family(head: str) -> frozenset[int] | None:
+def _c_family(head: str, language_id: str) -> frozenset[int] | None:
     """Java, C and C++: `void f(...)` returns nothing; a type before the name, one value; a
-    constructor (no type) nothing; C++'s `auto`, not known."""
+    constructor (Java's with no type, C++'s `A::A`) nothing; C++'s `auto`, not known."""
     before = head.split("(", 1)[0]
     if "::~" in before or re.search(r"\b(\w+)::\1\s*$", before):  # C++'s own ctor, dtor
         return frozenset({0})
@@ -96,7 +96,11 @@ def _c_family(head: str) -> frozenset[int] | None:
         return None
     if "void" in words and not re.search(r"\bvoid\s*\*", before):
         return frozenset({0})
-    return frozenset({1}) if len(words) > 1 else frozenset({0})
+    if len(words) > 1:
+        return frozenset({1})
+    # No type before the name: Java's constructor; in C and C++ the type may stand on the line
+    # above (`static int\nparse(const char *s) {`), so not known.
+    return frozenset({0}) if language_id == "java" else None
 
 
 def _counts(head: str, language_id: str) -> frozenset[int] | None:
@@ -106,7 +110,7 @@ def _counts(head: str, language_id: str) -> frozenset[int] | None:
         params_end = _group(head, head.find("(")) if "(" in head else len(head)
         return frozenset({1}) if "->" in head[params_end:] else frozenset({0})
     if language_id in _C_FAMILY:
-        return _c_family(head)
+        return _c_family(head, language_id)
     if language_id in ("typescript", "typescriptreact") and re.search(r"\)\s*:\s*void\s*\{$", head):
         return frozenset({0})
     return None

@@ -232,18 +232,22 @@ def fit(prefix: str, text: str, suffix: str, language_id: str, replaced: str = "
     Cuts are at line ends and, on the first line, at word ends. The document is the whole of
     it, not a window: a window trimmed mid-string or mid-docstring has errors of its own, and a
     new error hides among them. A language without a grammar (or native compiler) is not checked.
+    A one-line text that makes a `return` its function's head rules out (returns.py) is none:
+    cut, it would be another statement, not the same one repaired.
     """
     check = Check(Around(prefix, suffix, replaced), language_id)
     if not check.checked:
         return text
     start, end = prefix[prefix.rfind("\n") + 1 :], suffix.split("\n", 1)[0]
     returns = Returns(prefix, language_id) if "return" in start + text else None
+    if returns and "\n" not in text and not returns.allows(start + text + end):
+        return ""
     cuts = [m.end() for m in _CUT.finditer(text.split("\n", 1)[0])]
     cuts += [i for i, c in enumerate(text) if c == "\n" and i > 0]
     for cut in sorted(set(cuts) | {len(text)}, reverse=True)[:24]:  # longest first
         piece = text[:cut]
         if returns and "\n" not in piece and not returns.allows(start + piece + end):
-            continue  # a return its function's head rules out (returns.py)
+            continue
         if check.clean(piece):
             return piece
     return ""

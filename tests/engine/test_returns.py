@@ -62,3 +62,13 @@ def test_a_closure_on_the_way_up_says_nothing() -> None:
 def test_a_head_over_several_lines_says_nothing() -> None:
     before = "func f(\n\ta int,\n) error {\n\t"
     assert Returns(before, "go").allows("return")
+
+
+def test_c_a_head_with_its_type_on_the_line_above_says_nothing() -> None:
+    before = "static int\nparse(const char *s) {\n\tif (x)\n\t\t"
+    assert Returns(before, "c").allows("return (0);")
+
+
+def test_a_return_ruled_out_is_not_cut_into_another() -> None:
+    doc = "package p\n\nfunc f() int {\n\t"
+    assert finish("return a, b", doc, "\n}\n", "go") is None  # not `return a`
