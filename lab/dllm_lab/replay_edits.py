@@ -1,6 +1,6 @@
 """Replay real commits through the language server, one hunk at a time, asking for the next edit.
 
-    python -m dllm_lab.replay_edits HISTORIES.json.gz [--order forward|backward|both]
+    python -m dllm_lab.replay_edits HISTORIES.json.gz [--order forward|backward|both|shuffled]
         [--languages python,go] [--limit N] [--json OUT] [--fit [--write]]
 
 The histories are small commits of public repositories (histories.py mines them; the list is
@@ -10,7 +10,8 @@ each as one incremental didChange (the lines' common ends left out, as an editor
 typed; the range in UTF-16 of the current text). After each, `textDocument/copilotInlineEdit` is
 asked with the cursor at the end of the changed text, and timed. Forward replays the hunks top to
 bottom, backward bottom to top, so that "the next edit is below" is not learned for free; each
-order opens its own copy of the document.
+order opens its own copy of the document. `shuffled` replays each commit's hunks in a seeded
+order of its own, with no sweep at all.
 
 The answer is scored against the hunks not yet applied (`score`):
 * exact: the suggested edit applied to the current text gives the document that one remaining
@@ -39,6 +40,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import sys
 import tempfile
 import time
@@ -53,6 +55,10 @@ from lsp_server.workspace import positions
 from .histories import LANGUAGES, Commit, load, split_lines
 
 ORDERS = ("forward", "backward")
+# No sweep at all: each commit's hunks in an order of their own, the same on every run. The
+# user's direction (edits/text.heading) says nothing there; what a rule gains from following
+# it in the two orders above, and loses where edits jump about, shows here.
+SHUFFLED = "shuffled"
 INLINE_EDIT = "textDocument/copilotInlineEdit"
 THRESHOLDS_FILE = Path(__file__).resolve().parents[2] / "infill_engine/assets/next_edits.json"
 ENC = "utf-16"
@@ -98,10 +104,12 @@ def trimmed(doc: str, span: Span) -> Span:
 
 def steps(commit: Commit, order: str) -> Iterator[Step]:
     """The commit's hunks, one Step each, in `order` (forward: top to bottom)."""
-    if order not in ORDERS:
-        raise ValueError(f"an order is one of {list(ORDERS)}, not {order!r}")
+    if order not in (*ORDERS, SHUFFLED):
+        raise ValueError(f"an order is one of {[*ORDERS, SHUFFLED]}, not {order!r}")
     n = len(commit.hunks)
     sequence = list(range(n)) if order == "forward" else list(range(n - 1, -1, -1))
+    if order == SHUFFLED:  # the same order on every run: seeded by the commit
+        random.Random(commit.sha).shuffle(sequence)
     applied = [False] * n
     text = commit.text
 
@@ -681,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m dllm_lab.replay_edits", description=__doc__.split("\n")[0]
     )
     ap.add_argument("histories", type=Path, nargs="+", help="mined histories (histories.py)")
-    ap.add_argument("--order", choices=(*ORDERS, "both"), default="both")
+    ap.add_argument("--order", choices=(*ORDERS, "both", SHUFFLED), default="both")
     ap.add_argument("--languages", default=",".join(LANGUAGES))
     ap.add_argument("--limit", type=int, default=None, help="at most this many commits a language")
     ap.add_argument("--model", default="builtin")

@@ -116,6 +116,19 @@ def test_steps_keep_the_hunks_to_come_in_place_in_both_orders() -> None:
     assert trimmed("abc", Span(0, 3, "abd")) == Span(2, 3, "d")
 
 
+def test_the_shuffled_order_applies_every_hunk_in_an_order_of_its_commit() -> None:
+    hunks = tuple(Hunk(i, f"x{i} = {i}\n", f"y{i} = {i}\n") for i in range(6))
+    text = "".join(f"x{i} = {i}\n" for i in range(6))
+    commit = Commit("t/xy", "1" * 40, "xy.py", "python", text, hunks)
+    done = list(steps(commit, "shuffled"))
+    assert done[-1].text == text.replace("x", "y") and not done[-1].remaining
+    lines = [d.text.splitlines() for d in done]
+    order = [next(i for i in range(6) if lines[k][i].startswith("y") and (
+        k == 0 or lines[k - 1][i].startswith("x"))) for k in range(6)]  # fmt: skip
+    assert sorted(order) == list(range(6)) and order not in (sorted(order), sorted(order)[::-1])
+    assert [d.text for d in steps(commit, "shuffled")] == [d.text for d in done]  # seeded
+
+
 def test_scoring_rates_exact_partial_location_and_strict() -> None:
     doc = "a = 1\nb = 2\nc = 3\nd = 4\n"
     line_b = Span(6, 12, "b = 20\n")  # a hunk: the whole line b rewritten
