@@ -19,7 +19,7 @@ _KEYWORDS = """
     type typedef union unsafe use var void where while with yield true false True False None
     string number boolean object any unknown never undefined symbol bigint int float double char
     long short bool byte str bytes usize isize u8 u16 u32 u64 i8 i16 i32 i64 f32 f64 uint size_t
-    error rune float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 uintptr cls
+    error rune float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 uintptr
 """
 KEYWORDS = frozenset(_KEYWORDS.split())
 

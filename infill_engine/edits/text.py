@@ -10,24 +10,13 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any
 
+from ..drafts.idents import KEYWORDS  # not names: a rename never maps them, a shape keeps them
 from .history import Edit
 
 _TOKEN = re.compile(
     r"[A-Za-z_$][\w$]*|\d[\w.]*|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|`[^`\n]*`|\S"
 )
 _NAME = re.compile(r"[A-Za-z_$][\w$]*\Z")
-# Keywords and builtin type names of the grammar languages: not names (a rename never maps them,
-# a shape keeps them as they are).
-_KEYWORDS = """
-    and as assert async await break case catch class const continue def default defer del do elif
-    else enum except export extends final finally fn for from func function go if impl import in
-    interface is let loop match mod module mut new nil none not null or package pass private
-    protected pub public raise return self static struct super switch this throw throws trait try
-    type typedef union unsafe use var void where while with yield true false True False None
-    string number boolean object any unknown never undefined symbol bigint int float double char
-    long short bool byte str bytes usize isize u8 u16 u32 u64 i8 i16 i32 i64 f32 f64 uint size_t
-"""
-KEYWORDS = frozenset(_KEYWORDS.split())
 
 
 @dataclass(frozen=True)
