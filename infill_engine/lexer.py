@@ -60,6 +60,35 @@ def depth(text: str, comment: str) -> int:
     return d
 
 
+def parts(text: str, comment: str = "") -> list[tuple[int, int]]:
+    """The spans of text between its top-level commas (outside brackets, strings and
+    comments): `a, f(b, c), "d,e"` has three."""
+    spans, start, d = [], 0, 0
+    for i, c in code(text, comment):
+        if c in OPENERS:
+            d += 1
+        elif c in CLOSERS:
+            d -= 1
+        elif c == "," and d == 0:
+            spans.append((start, i))
+            start = i + 1
+    return [*spans, (start, len(text))]
+
+
+def group_end(text: str, at: int, comment: str = "") -> int | None:
+    """The offset just past the bracket that closes the one at text[at] (brackets in strings
+    and comments left out), or None when it is not closed in text."""
+    d = 0
+    for i, c in structure(text[at:], comment):
+        if c in OPENERS:
+            d += 1
+        elif c in CLOSERS:
+            d -= 1
+            if d == 0:
+                return at + i + 1
+    return None
+
+
 @cache
 def _plain(comment: str, quote: str) -> re.Pattern[str]:
     """A run of characters that changes nothing: in code, none of newline, quote, bracket or

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from ..lexer import group_end, parts
 from .history import Edit
 from .suggestion import Suggestion
 from .text import line_of, words
@@ -99,30 +100,14 @@ def _split_top(s: str) -> list[str]:
 def _arguments(text: str, open_at: int) -> list[tuple[int, int]] | None:
     """The str spans of a call's arguments (stripped) from its "(" at open_at; None when it
     does not close within a few lines' worth of text."""
-    depth, spans, start, quote = 0, [], open_at + 1, ""
-    for i in range(open_at, min(len(text), open_at + 2000)):
-        ch = text[i]
-        if quote:
-            if ch == quote and text[i - 1] != "\\":
-                quote = ""
-            continue
-        if ch in "\"'`":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                spans.append((start, i))
-                break
-        elif ch == "," and depth == 1:
-            spans.append((start, i))
-            start = i + 1
-    else:
+    window = text[open_at : open_at + 2000]
+    end = group_end(window, 0)
+    if end is None:
         return None
+    inner, base = window[1 : end - 1], open_at + 1
     out = []
-    for a, b in spans:
-        piece = text[a:b]
+    for a, b in parts(inner):
+        piece = inner[a:b]
         lead = len(piece) - len(piece.lstrip())
-        out.append((a + lead, a + len(piece.rstrip())))
-    return [] if out == [(open_at + 1, open_at + 1)] else out
+        out.append((base + a + lead, base + a + len(piece.rstrip())))
+    return [] if out == [(base, base)] else out

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from ..drafts.blocks import head_kind
+from ..lexer import group_end, parts
 
 MAX_ROWS = 2000  # lines above the insertion read for the function's head
 _RETURN = re.compile(r"return\b\s*(.*?)\s*;?\s*$")
@@ -30,58 +31,34 @@ _GO_UNNAMED = frozenset({"func", "chan", "map", "struct", "interface"})
 _C_FAMILY = frozenset({"java", "c", "cpp"})
 
 
-def _group(s: str, at: int) -> int:
-    """The index past the bracket group opening at s[at] (len(s) when it does not close)."""
-    depth = 0
-    for i in range(at, len(s)):
-        if s[i] in "([{":
-            depth += 1
-        elif s[i] in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return len(s)
-
-
-def _split(s: str) -> list[str]:
-    """s split at its top-level commas (none in brackets or strings)."""
-    parts, depth, start, quote = [], 0, 0, ""
-    for i, c in enumerate(s):
-        if quote:
-            quote = "" if c == quote and s[i - 1] != "\\" else quote
-        elif c in "\"'`":
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(s[start:i])
-            start = i + 1
-    return [*parts, s[start:]]
+def _past(s: str, at: int = 0) -> int:
+    """Past the bracket group that opens at s[at] (the end of s when it does not close)."""
+    end = group_end(s, at)
+    return len(s) if end is None else end
 
 
 def _go(head: str) -> frozenset[int] | None:
     """The counts of values a Go function's `return` may give, from its head line."""
     rest = head.removeprefix("func").lstrip()
     if rest.startswith("("):  # a method's receiver
-        rest = rest[_group(rest, 0) :].lstrip()
+        rest = rest[_past(rest) :].lstrip()
     name = _NAME.match(rest)
     if name is None:
         return None
     rest = rest[name.end() :].lstrip()
     if rest.startswith("["):  # type parameters
-        rest = rest[_group(rest, 0) :].lstrip()
+        rest = rest[_past(rest) :].lstrip()
     if not rest.startswith("("):
         return None
-    results = rest[_group(rest, 0) :].strip().removesuffix("{").strip()
+    results = rest[_past(rest) :].strip().removesuffix("{").strip()
     if not results:
         return frozenset({0})
     if not results.startswith("("):
         return frozenset({1})
-    parts = [p.strip() for p in _split(results[1 : _group(results, 0) - 1])]
-    named = any(len(p.split()) > 1 and p.split()[0] not in _GO_UNNAMED for p in parts)
-    return frozenset({0, len(parts)}) if named else frozenset({len(parts)})
+    inner = results[1 : _past(results) - 1]
+    types = [inner[a:b].strip() for a, b in parts(inner)]
+    named = any(len(t.split()) > 1 and t.split()[0] not in _GO_UNNAMED for t in types)
+    return frozenset({0, len(types)}) if named else frozenset({len(types)})
 
 
 def _c_family(head: str, language_id: str) -> frozenset[int] | None:
@@ -107,7 +84,7 @@ def _counts(head: str, language_id: str) -> frozenset[int] | None:
     if language_id == "go" and head.startswith("func"):
         return _go(head)
     if language_id == "rust" and re.match(r"(?:pub(?:\([\w:]+\))?\s+)?(?:\w+\s+)*fn\b", head):
-        params_end = _group(head, head.find("(")) if "(" in head else len(head)
+        params_end = _past(head, head.find("(")) if "(" in head else len(head)
         return frozenset({1}) if "->" in head[params_end:] else frozenset({0})
     if language_id in _C_FAMILY:
         return _c_family(head, language_id)
@@ -124,7 +101,7 @@ def _values(line: str, language_id: str) -> int | None:
     value = m.group(1)
     if not value:
         return 0
-    return len(_split(value)) if language_id == "go" else 1
+    return len(parts(value)) if language_id == "go" else 1
 
 
 class Returns:

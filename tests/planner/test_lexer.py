@@ -58,3 +58,16 @@ def test_structure_is_the_brackets_and_newlines_of_the_code(text: str, comment: 
     # the fast path jumps over plain runs; it must see exactly what stepping through sees
     want = [(i, c) for i, c in lexer.code(text, comment) if c in "()[]{}\n"]
     assert list(lexer.structure(text, comment)) == want
+
+
+def test_parts_split_at_top_level_commas_only() -> None:
+    text = 'a, f(b, c), "d,e", [x, y]'
+    assert [text[a:b].strip() for a, b in lexer.parts(text)] == ["a", "f(b, c)", '"d,e"', "[x, y]"]
+    assert lexer.parts("") == [(0, 0)]
+    line = "x # a, b"
+    assert [line[a:b] for a, b in lexer.parts(line, "#")] == [line]  # a comment's comma
+
+
+def test_group_end_is_past_the_closing_bracket() -> None:
+    assert lexer.group_end("f(a, (b), ')') + 1", 1) == 14
+    assert lexer.group_end("(a, b", 0) is None
