@@ -19,7 +19,6 @@ from typing import Any
 from .history import Edit
 from .suggestion import Suggestion
 from .text import (
-    BEHIND,
     behind,
     heading,
     in_comment,
@@ -102,7 +101,6 @@ def repeated(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -
     score = 0.3 + 0.3 * bool(series) + 0.3 * again + 0.1 * (len(old) >= 6)
     score -= 0.15 * (settled and not (series or again))
     score += 0.1 * (len(found) == 1) - 0.1 * (len(found) > 6) - 0.1 * min(max(far - 20, 0) / 200, 1)
-    score -= BEHIND * behind(way, last.start, m.start())
     return [Suggestion(m.start(), m.end(), new, "replace", round(min(max(score, 0.0), 0.95), 4))]
 
 

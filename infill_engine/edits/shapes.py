@@ -17,7 +17,6 @@ from difflib import SequenceMatcher
 from .history import Edit
 from .suggestion import Suggestion
 from .text import (
-    BEHIND,
     Token,
     behind,
     changes,
@@ -70,7 +69,7 @@ def reshaped(text: str, last: Edit, earlier: Sequence[Edit]) -> list[Suggestion]
             found.append((behind(way, edited[0], first), distance, first, end, "\n".join(out)))
     if not found:
         return []
-    back, distance, start, end, new_block = min(found)
+    _, distance, start, end, new_block = min(found)  # the nearest ahead first
     form = [shape(tokens(w)) for w in was]
     repeated = any(
         e.lines_before != last.lines_before
@@ -81,7 +80,7 @@ def reshaped(text: str, last: Edit, earlier: Sequence[Edit]) -> list[Suggestion]
     # The same change made before in this history, or lines that read as its result already:
     # a series under way (on the calibration histories such candidates were mostly right).
     score = 0.45 + 0.25 * (repeated or converted > 0) + 0.1 * (len(found) > 1)
-    score -= 0.15 * min(distance / WINDOW_LINES, 1.0) + BEHIND * back
+    score -= 0.15 * min(distance / WINDOW_LINES, 1.0)
     return [Suggestion(start, end, new_block, "shape", round(min(score, 0.95), 4))]
 
 

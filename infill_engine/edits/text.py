@@ -68,13 +68,10 @@ def words(text: str, name: str, lo: int, hi: int) -> Iterator[re.Match[str]]:
     return re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])").finditer(text, lo, hi)
 
 
-BEHIND = 0.3  # a candidate behind a run of edits (heading) is this much less sure
-
-
 def heading(last: Edit, earlier: Sequence[Edit]) -> int:
     """Which way a run of edits goes: 1 down the file, -1 up it, 0 not known (no earlier edit
     off the last one's lines). People carry a change through a file in one sweep, so what lies
-    behind the run was passed over, and the next place is ahead of it."""
+    behind the run was likely passed over: the rules try the places ahead of it first."""
     first, end = last.start - len(last.head), last.end + len(last.tail)
     for e in reversed(earlier):
         if e.start < first:

@@ -222,16 +222,3 @@ def test_a_function_called_in_a_declaration_s_value_is_not_bound_there() -> None
     tree = grammars.parser("c").parse(text.encode())
     (s,) = [c for c in candidates(text, h.edits(), "c", at + 7, tree) if c.kind == "rename"]
     assert s.text == "strrchr" and s.score < 0.6
-
-
-def test_an_older_edit_s_proposal_behind_the_run_since_is_unsure() -> None:
-    """A key renamed, then a line below it changed: the run goes down, so the key's other
-    occurrence above, passed over, is not shown."""
-    h = History()
-    text = 'a = opts["timeout"]\nb = 1\nc = opts["timeout"]\nd = 2\n'
-    at = text.index("timeout", 20)
-    text = replaced(text, at, at + 7, "deadline", h)
-    at = text.index("d = 2") + 4
-    text = replaced(text, at, at + 1, "4", h)
-    found = candidates(text, h.edits(), "python", at + 1)
-    assert "replace" in [c.kind for c in found] and gate(found, text) is None
