@@ -83,11 +83,10 @@ def gather(
     indices += [LineIndex.build(path, "extra", chunk, python=python) for path, chunk in extra]
     cur = Cursor.at(text, offset, python)
     found = merge(candidates(cur, indices, limit), carried, limit=limit)
-    away = strangers(text, offset)
-    if not away:
-        return found
     typed = set(IDENT.findall(cur.typed))  # the user's own, whoever else binds them
-    return [d for d in found if "\n" in d.text or not reads(cur.typed + d.text) & away - typed]
+    read = {d.text: reads(cur.typed + d.text) - typed for d in found if "\n" not in d.text}
+    away = strangers(text, offset, set().union(*read.values()))
+    return [d for d in found if not read.get(d.text, set()) & away]
 
 
 def merge(*groups: Iterable[Draft], limit: int = LIMIT) -> list[Draft]:

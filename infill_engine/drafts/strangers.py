@@ -21,9 +21,10 @@ its own left of an assignment. Text with no function in it has no strangers.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from .blocks import head_kind
 from .idents import IDENT, KEYWORDS
@@ -99,32 +100,28 @@ def reads(line: str) -> set[str]:
     return out - binds(line) - KEYWORDS - {"_"}
 
 
-def strangers(text: str, offset: int) -> frozenset[str]:
-    """The names of `text` that belong to functions other than the one around `offset` (the
+def strangers(text: str, offset: int, names: Set[str]) -> frozenset[str]:
+    """Those of `names` that belong to functions other than the one around `offset` (the
     module level's, if none is): see the module's docstring. The cursor's line counts as what
-    is typed on it before the cursor."""
-    lines = text.split("\n")
-    row = text.count("\n", 0, offset)
-    start = text.rfind("\n", 0, offset) + 1
-    lines[row] = text[start:offset] + "_"  # its indentation decides its function
-    own = owners(lines)
-    mine = own[row]
-    known: set[str] = set()
-    bound: dict[int, set[str]] = defaultdict(set)
-    mentions: dict[str, set[int]] = defaultdict(set)
-    for i, line in enumerate(lines):
-        if i == row:
-            continue
-        names = set(IDENT.findall(line))
-        if own[i] < 0 or own[i] == mine:
-            known |= names
-            continue
-        for name in names:
-            mentions[name].add(own[i])
-        bound[own[i]] |= parameters(line) if i == own[i] else binds(line)
-    if not bound:
+    is typed on it before the cursor. Only the lines that hold one of `names` are read, so a
+    long document costs a request little more than its functions' outline."""
+    names = set(names) - KEYWORDS
+    if not names:
         return frozenset()
+    lines = text.split("\n")
+    starts = list(itertools.accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
+    row = text.count("\n", 0, offset)
+    typed = lines[row][: offset - starts[row]]
+    own = owners([*lines[:row], typed + "_", *lines[row + 1 :]])  # its indentation decides
+    mine = own[row]
     out = set()
-    for names in bound.values():
-        out |= {n for n in names if n not in known and len(mentions[n]) <= MAX_FUNCTIONS}
-    return frozenset(out - KEYWORDS)
+    for name in names:
+        found = re.finditer(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text)
+        rows = {bisect.bisect_right(starts, m.start()) - 1 for m in found} - {row}
+        if any(own[r] < 0 or own[r] == mine for r in rows):
+            continue  # the cursor's function or the module mentions it
+        if len({own[r] for r in rows}) > MAX_FUNCTIONS:
+            continue  # many functions': nobody's own
+        if any(name in (parameters(lines[r]) if r == own[r] else binds(lines[r])) for r in rows):
+            out.add(name)
+    return frozenset(out)
