@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+COMMENT_STARTS = ("#", "//", "*", "/*")  # a line starting so is a comment: it opens no block
 _FUNCTION_HEAD = re.compile(
     r"(?:(?:pub(?:\([\w:]+\))?|export|default|async|static|public|private|protected|unsafe)\s+)*"
     r"(?:def|fn|func|function)\b"
@@ -57,7 +58,7 @@ def in_functions(lines: Sequence[str]) -> list[bool]:
     stack: list[tuple[int, bool]] = []  # (depth, whether the lines under it are in a function)
     for line in lines:
         s = line.strip()
-        if not s or s.startswith(("#", "//", "*", "/*")):
+        if not s or s.startswith(COMMENT_STARTS):
             out.append(stack[-1][1] if stack else False)
             continue
         d = len(line) - len(line.lstrip(" \t"))

@@ -26,13 +26,12 @@ import itertools
 import re
 from collections.abc import Sequence, Set
 
-from .blocks import head_kind
+from .blocks import COMMENT_STARTS, head_kind
 from .idents import IDENT, KEYWORDS
 
 MAX_FUNCTIONS = 2  # a name mentioned in more functions than this is nobody's own
 _ASSIGN = re.compile(r"(?<![=!<>:+\-*/%&|^~.])(?::=|=)(?![=>])")
 _PARENS = re.compile(r"\(([^()]*)\)")
-_COMMENT = ("#", "//", "*", "/*")
 _IMPORTS = ("import ", "from ", "use ", "using ", "#include", "package ", "extern crate ")
 
 
@@ -43,7 +42,7 @@ def owners(lines: Sequence[str]) -> list[int]:
     head, depth = -1, 0
     for i, line in enumerate(lines):
         s = line.strip()
-        if not s or s.startswith(_COMMENT):
+        if not s or s.startswith(COMMENT_STARTS):
             out.append(head)
             continue
         d = len(line) - len(line.lstrip(" \t"))
