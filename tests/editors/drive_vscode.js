@@ -73,6 +73,15 @@ function ghostText(page) {
   });
 }
 
+/** The lines the editor shows, top to bottom (ghost text included). */
+function editorLines(page) {
+  return page.evaluate(() =>
+    [...document.querySelectorAll('.monaco-editor .view-line')]
+      .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top))
+      .map((e) => e.textContent.replace(/\u00a0/g, ' '))
+  );
+}
+
 /** Saves the active editor (Ctrl+S) until the file on disk differs from `before`. */
 async function saveUntilChanged(page, before, timeoutMs) {
   return until(
@@ -213,22 +222,43 @@ async function runFull(page) {
   });
   await page.keyboard.press('Escape');
 
-  // Ctrl+Right takes the next word of a suggestion of two words or more (the builtin model
-  // writes short ones, so a few places are tried): VS Code reports a partial accept.
+  // Ctrl+Right takes the next word of a suggestion of two words or more: VS Code reports a
+  // partial accept. The first try is sure to get one: a new function at the end of the
+  // document that begins as mean() does (`total = 0`, then `return `), where the draft of
+  // mean()'s last line, `total / len(values)`, passes the gate (confidence about 0.41 against
+  // 0.3) and goes before the model's fill; every name it reads is bound in the new function or
+  // typed (drafts/strangers.py drops it in a function without `total`). The builtin model's
+  // own fills after the other heads are short, often one word or none, so they are tries after
+  // it. Each line of a try goes on a new line with its indentation typed: Shift+Home first
+  // selects what VS Code indented after Enter, which is not always the same (its indentation
+  // rules read the tokens, which come late on a loaded machine: then the line stays flush,
+  // the function has no body, and nothing is drafted).
   const splits = (text) => /^[ \t]*(\w+\W|[^\w\s]+[\w\s])/.test(text);
   const revert = async () => {
     await page.keyboard.press('Escape');
-    await runCommand(page, 'File: Revert File'); // back to the text on disk (the Tab above)
-    await until(5000, async () => !(await page.$('.tabs-container .tab.active.dirty')));
+    // back to the text on disk (the Tab above); test_vscode.py turns code-server's autosave off
+    await runCommand(page, 'File: Revert File');
+    return until(5000, async () => !(await page.$('.tabs-container .tab.active.dirty')));
   };
   let part;
-  for (const head of ['result = [', 'for i in range(', 'x = ']) {
+  const tries = [];
+  for (const typed of [
+    ['def average(values):', '    total = 0', '    return '],
+    ['result = ['],
+    ['for i in range('],
+    ['x = '],
+  ]) {
     await chord(page, ['Control'], 'End'); // the end of the document
-    await page.keyboard.press('Enter');
-    await page.keyboard.type(head);
+    for (const line of typed) {
+      await page.keyboard.press('Enter');
+      await chord(page, ['Shift'], 'Home'); // the indentation VS Code gave, if any
+      await page.keyboard.type(line);
+    }
+    const head = typed.join('\n');
+    let last = '';
     const text = await until(20000, async () => {
-      const g = await ghostText(page);
-      return splits(g) && g;
+      last = await ghostText(page);
+      return splits(last) && last;
     });
     if (text) {
       await chord(page, ['Control'], 'ArrowRight');
@@ -238,12 +268,15 @@ async function runFull(page) {
       });
       part = { head, ghost: text, rest: taken };
     }
-    await revert();
-    if (part) {
-      break;
+    // the editor's lines (ghost text included) where no ghost text would do, for the record
+    const lines = text ? undefined : await editorLines(page);
+    const reverted = (await revert()) !== undefined;
+    tries.push({ head, ghost: text || last, reverted, lines });
+    if (part || !reverted) {
+      break; // a try after a failed revert would type into the last one's text
     }
   }
-  emit({ step: 'partial', ok: part !== undefined && part.rest !== undefined, ...part });
+  emit({ step: 'partial', ok: part !== undefined && part.rest !== undefined, ...part, tries });
 
   // The counts, read back through dllm/status (Show Status): the Tab above accepted one item
   // whole, Ctrl+Right a part of another; each counted once.

@@ -39,6 +39,9 @@ def test_extension_in_code_server(tmp_path: Path, capsys: pytest.CaptureFixture[
         "dllm.device": "cpu",
         # the builtin model's fills on automatic triggers too, as the steps expect
         "dllm.drafts.trustModel": True,
+        # code-server (VS Code for the web) saves 1 s after each edit by default, and then
+        # File: Revert File, which the partial step drops its tries with, reverts nothing
+        "files.autoSave": "off",
     }
     run = drive(tmp_path, HERE / "data" / "sample.py", settings, "full")
     run.check(STEPS)
