@@ -85,7 +85,7 @@ def gather(
     found = merge(candidates(cur, indices, limit), carried, limit=limit)
     typed = set(IDENT.findall(cur.typed))  # the user's own, whoever else binds them
     read = {d.text: reads(cur.typed + d.text) - typed for d in found if "\n" not in d.text}
-    away = strangers(text, offset, set().union(*read.values()))
+    away = strangers(text, offset, set().union(*read.values()), python)
     return [d for d in found if not read.get(d.text, set()) & away]
 
 

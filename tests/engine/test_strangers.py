@@ -83,6 +83,12 @@ def test_text_with_no_function_has_no_strangers() -> None:
         ("if x == 1:", set()),
         ("x += 1", set()),
         ("y <= 2", set()),
+        ("for k, v in items.items():", {"k", "v"}),
+        ("for (const name of names) {", {"name"}),
+        ("for i := range rows {", {"i"}),
+        ("except ValueError as exc:", {"exc"}),
+        ("with open(path) as fh:", {"fh"}),
+        ("key = lambda row, n: row[n]", {"key", "row", "n"}),
     ],
 )
 def test_what_a_line_binds(line: str, bound: set[str]) -> None:
@@ -111,3 +117,43 @@ def test_a_nested_function_belongs_to_the_outermost() -> None:
 def test_an_import_reads_nothing_it_binds_its_names() -> None:
     assert reads("import { asyncScheduler } from '../scheduler/async';") == set()
     assert reads("from os import path") == set()
+
+
+def test_a_line_reads_not_what_it_binds_by_a_loop_or_as() -> None:
+    assert reads("for item in items:") == {"items"}
+    assert reads("except OSError as err: pass") == {"OSError"}
+    assert reads("total = sum(x * w for x in xs)") == {"w", "xs"}
+
+
+# `data` is a parameter of three functions and `read_all` mentions it nowhere.
+SENDER = (
+    "".join(f"def send{i}(self, data):\n    self.sock.sendall(data)\n\n" for i in range(3))
+    + "def read_all(self, readable):\n    "
+)
+
+
+def test_python_a_name_many_other_functions_bind_is_still_a_stranger() -> None:
+    # In Python a bare name a function reads is its own, its module's or a builtin: however
+    # many other functions bind `data`, read_all reads no such name.
+    assert strangers(SENDER, len(SENDER), {"data", "readable"}, python=True) == {"data"}
+    assert "self.sock.sendall(data)" not in [d.text for d in gather(SENDER, len(SENDER))]
+    # elsewhere a name of that many functions may be a convention or a field: nobody's own
+    assert strangers(SENDER, len(SENDER), {"data"}) == frozenset()
+    assert "self.sock.sendall(data)" in [d.text for d in gather(SENDER, len(SENDER), python=False)]
+    # read_all's own parameter of that name: a draft again
+    own = SENDER.replace("readable", "data")
+    assert "self.sock.sendall(data)" in [d.text for d in gather(own, len(own))]
+
+
+def test_python_an_except_target_of_another_function_is_a_stranger() -> None:
+    doc = (
+        "def load(path):\n"
+        "    try:\n"
+        "        return open(path).read()\n"
+        "    except OSError as exc:\n"
+        "        log(exc)\n"
+        "\n"
+        "def save(path, text):\n"
+        "    "
+    )
+    assert strangers(doc, len(doc), {"exc", "path"}, python=True) == {"exc"}
