@@ -49,27 +49,48 @@ def head_kind(stripped: str) -> str:
 
 
 def in_functions(lines: Sequence[str]) -> list[bool]:
-    """For each line, whether it stands in a function: the innermost head among the less
-    indented lines above it is a function's (not a class's; none: the module level). One pass,
-    with a stack of the heads open at each depth. A line that starts with a closing bracket
-    (`) -> int:`, `} else {`) continues the head at its own depth; comments and blank lines
-    take their neighbours' answer and open nothing."""
-    out: list[bool] = []
-    stack: list[tuple[int, bool]] = []  # (depth, whether the lines under it are in a function)
-    for line in lines:
+    """For each line, whether it stands in a function (`walk`)."""
+    return [inside for inside, _ in walk(lines)]
+
+
+def owners(lines: Sequence[str]) -> list[int]:
+    """For each line, the first row of the head of the outermost function it stands in (its
+    own for a head at the module level), or -1 outside every function (`walk`)."""
+    return [owner for _, owner in walk(lines)]
+
+
+def walk(lines: Sequence[str]) -> list[tuple[bool, int]]:
+    """For each line: whether it stands in a function (the innermost head among the less
+    indented lines above it is a function's, not a class's; none: the module level), and the
+    first row of the outermost function's head around it (its own for a function head at the
+    module level; -1 outside every function). One pass, with a stack of the heads open at each
+    depth. A line that starts with a closing bracket (`) -> int:`, `} else {`,
+    `): T => {`) continues the head at its own depth, and makes it a function's where it
+    ends as one; comments and blank lines take their neighbours' answer and open nothing."""
+    out: list[tuple[bool, int]] = []
+    # (depth, whether the lines under it are in a function, outermost function's row, row)
+    stack: list[tuple[int, bool, int, int]] = []
+    for i, line in enumerate(lines):
         s = line.strip()
         if not s or s.startswith(COMMENT_STARTS):
-            out.append(stack[-1][1] if stack else False)
+            out.append((stack[-1][1], stack[-1][2]) if stack else (False, -1))
             continue
         d = len(line) - len(line.lstrip(" \t"))
         closer = s[0] in ")]}"
         while stack and (stack[-1][0] > d or (stack[-1][0] == d and not closer)):
             stack.pop()
+        outer = stack[-1][2] if stack else -1
+        if closer and stack and stack[-1][0] == d:  # the head above goes on
+            _, under, owner, row = stack.pop()
+            outer = stack[-1][2] if stack else -1
+            if not under and head_kind(s) == "function":  # `export const f = (` ... `) => {`
+                under, owner = True, outer if outer >= 0 else row
+            out.append((stack[-1][1] if stack else False, owner))
+            stack.append((d, under, owner, row))
+            continue
         inside = stack[-1][1] if stack else False
-        if closer and stack and stack[-1][0] == d:
-            inside = stack[-2][1] if len(stack) > 1 else False
-        out.append(inside)
-        if not (closer and stack and stack[-1][0] == d):
-            kind = head_kind(s)
-            stack.append((d, kind == "function" if kind else inside))
+        kind = head_kind(s)
+        owner = outer if outer >= 0 or kind != "function" else i
+        out.append((inside, owner))
+        stack.append((d, kind == "function" if kind else inside, owner, i))
     return out

@@ -27,9 +27,9 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Sequence, Set
+from collections.abc import Set
 
-from .blocks import COMMENT_STARTS, head_kind
+from .blocks import owners
 from .idents import IDENT, KEYWORDS
 
 MAX_FUNCTIONS = 2  # a name mentioned in more functions than this is nobody's own
@@ -43,26 +43,6 @@ _LOOP = re.compile(
 )
 _AS = re.compile(r"\bas\s+([A-Za-z_]\w*)")
 _LAMBDA = re.compile(r"\blambda\b([^:]*):")
-
-
-def owners(lines: Sequence[str]) -> list[int]:
-    """For each line, the row of the head of the outermost function it stands in (its own row
-    for a head at the module level), or -1 at the module level."""
-    out: list[int] = []
-    head, depth = -1, 0
-    for i, line in enumerate(lines):
-        s = line.strip()
-        if not s or s.startswith(COMMENT_STARTS):
-            out.append(head)
-            continue
-        d = len(line) - len(line.lstrip(" \t"))
-        if head >= 0 and (d > depth or (d == depth and s[0] in ")]}")):
-            out.append(head)
-            continue
-        head = i if head_kind(s) == "function" else -1
-        depth = d
-        out.append(head)
-    return out
 
 
 def binds(line: str) -> set[str]:

@@ -45,6 +45,10 @@ OTHER = (
         ("class A {\n  int x = 0;\n  int f(int a) {\n    return a;\n  }\n}\n", 3, True),
         ("int f(int a) {\n  if (a) {\n    return a;\n  } else {\n    return 0;\n  }\n}\n", 4, True),
         ("describe('x', () => {\n  it('y', () => {\n    expect(1);\n  });\n});\n", 2, True),
+        # an arrow function whose head is over several lines: made one by its last line
+        ("export const f = (\n  a: number,\n): number => {\n  return a;\n};\n", 3, True),
+        ("export const f = (\n  a: number,\n): number => {\n  return a;\n};\n", 1, False),
+        ("const rows = [\n  1,\n];\nreturn rows;\n", 3, False),  # brackets open no function
     ],
 )
 def test_what_stands_in_a_function(text: str, row: int, inside: bool) -> None:

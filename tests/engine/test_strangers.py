@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from infill_engine.drafts import gather
-from infill_engine.drafts.strangers import binds, owners, reads, strangers
+from infill_engine.drafts.blocks import owners
+from infill_engine.drafts.strangers import binds, reads, strangers
 
 MUX = (
     "package mux\n"
@@ -112,6 +113,13 @@ def test_a_nested_function_belongs_to_the_outermost() -> None:
         "}\n"
     )
     assert owners(text.splitlines()) == [-1, 1, 1, 1, 1, -1, 6, 6]
+
+
+def test_a_head_over_several_lines_is_owned_from_its_first_row() -> None:
+    # the head is a function's from its last line on (one pass reads it so); its body and the
+    # closing line belong to the head's first row
+    text = "const f = (\n  a: number,\n): number => {\n  return a;\n};\nconst g = 1;\n"
+    assert owners(text.splitlines()) == [-1, -1, 0, 0, 0, -1]
 
 
 def test_an_import_reads_nothing_it_binds_its_names() -> None:
