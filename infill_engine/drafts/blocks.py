@@ -79,7 +79,6 @@ def walk(lines: Sequence[str]) -> list[tuple[bool, int]]:
         closer = s[0] in ")]}"
         while stack and (stack[-1][0] > d or (stack[-1][0] == d and not closer)):
             stack.pop()
-        outer = stack[-1][2] if stack else -1
         if closer and stack and stack[-1][0] == d:  # the head above goes on
             _, under, owner, row = stack.pop()
             outer = stack[-1][2] if stack else -1
@@ -88,7 +87,7 @@ def walk(lines: Sequence[str]) -> list[tuple[bool, int]]:
             out.append((stack[-1][1] if stack else False, owner))
             stack.append((d, under, owner, row))
             continue
-        inside = stack[-1][1] if stack else False
+        inside, outer = (stack[-1][1], stack[-1][2]) if stack else (False, -1)
         kind = head_kind(s)
         owner = outer if outer >= 0 or kind != "function" else i
         out.append((inside, owner))

@@ -6,7 +6,7 @@ sibling function's line whose names were that function's own: `append(r.middlewa
 drafted into `Use(mwf ...)`, `range(i)` where only `count` is bound, `obj, key, default` where
 the function calls it `k`. The true line names what its own function binds. So a draft is
 dropped when it reads a *stranger* (`strangers`): a name that another function of the document
-binds (in its head, or on the left of an assignment), that neither the cursor's function nor
+binds (in its head, or in a line that binds it: `binds`), that neither the cursor's function nor
 the module level ever mentions, and that no more than `MAX_FUNCTIONS` functions mention at all
 (a name in many functions is a type, a builtin or a convention such as `err` or `ctx`, not one
 function's own). Python's scoping is plainer: a bare name a function reads is its own, its
