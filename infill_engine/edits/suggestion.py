@@ -11,12 +11,14 @@ so the thresholds are fitted on replayed histories to keep false suggestions rar
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
 from ..fields import is_finite
+from ..finish.syntax import Around, Check
 
 # Structure (no model): "rename" the other references of a renamed name, "signature" call sites
 # of a changed signature, "shape" the same change on a line of the same shape, "twin" the twin of
@@ -65,15 +67,65 @@ def thresholds() -> Mapping[str, float]:
 
 
 def gate(
-    found: Iterable[Suggestion], text: str, threshold: float | None = None
+    found: Iterable[Suggestion],
+    text: str,
+    threshold: float | None = None,
+    language_id: str | None = None,
 ) -> Suggestion | None:
-    """The one suggestion to show, or None: the surest that changes the document and passes its
-    kind's threshold (`threshold`, a setting, overrides them all)."""
-    best: Suggestion | None = None
-    for s in found:
-        bar = thresholds()[s.kind] if threshold is None else threshold
-        if s.score < bar or (s.uri is None and not s.applies_to(text)):
-            continue
-        if best is None or s.score > best.score:
-            best = s
-    return best
+    """The one suggestion to show, or None: the surest that changes the document, passes its
+    kind's threshold (`threshold`, a setting, overrides them all) and, the document's language
+    given, does not break it (`breaks`)."""
+    passing = [
+        s
+        for s in found
+        if s.score >= (thresholds()[s.kind] if threshold is None else threshold)
+        and (s.uri is not None or s.applies_to(text))
+    ]
+    for s in sorted(passing, key=lambda s: -s.score):  # stable: the first of equals wins
+        if language_id is None or s.uri is not None or not breaks(s, text, language_id):
+            return s
+    return None
+
+
+def breaks(s: Suggestion, text: str, language_id: str) -> bool:
+    """Whether applying `s` to `text` adds a syntax error to it: the check every finished fill
+    passes (finish/syntax.Check: tree-sitter's error and missing nodes, and in Python `compile`
+    on the block around it). A language with neither is never broken. In Python, an edit that
+    takes the `f` off a string that still holds a placeholder breaks it too: it parses, but
+    prints `{name}` where the value stood (an `f` taken off one string, repeated on another)."""
+    if language_id == "python" and _unformats(text, s):
+        return True
+    check = Check(Around(text[: s.start], text[s.end :], text[s.start : s.end]), language_id)
+    return check.checked and not check.clean(s.text)
+
+
+# A one-line string literal: its prefix, its quote, its body. A placeholder: `{` then a name or
+# an expression's first character, not `{{` (a brace written out).
+_LITERAL = re.compile(r"""(?<![\w])([A-Za-z]{0,2})(["'])((?:\\.|(?!\2)[^\\\n])*)\2""")
+_PLACEHOLDER = re.compile(r"(?<!\{)\{(?!\{)[^{}\s]")
+
+
+def _unformats(text: str, s: Suggestion) -> bool:
+    """Whether `s` leaves more plain strings with placeholders (not followed by `.format` or
+    `%`) on its lines than stood there, and fewer f-strings."""
+    lo = text.rfind("\n", 0, s.start) + 1
+    hi = text.find("\n", s.end)
+    hi = len(text) if hi < 0 else hi
+    before = text[lo:hi]
+    after = text[lo : s.start] + s.text + text[s.end : hi]
+    f0, p0 = _formats(before)
+    f1, p1 = _formats(after)
+    return f1 < f0 and p1 > p0
+
+
+def _formats(lines: str) -> tuple[int, int]:
+    """(f-strings, plain strings that hold a placeholder and are not formatted later)."""
+    f = plain = 0
+    for m in _LITERAL.finditer(lines):
+        if "f" in m.group(1).lower():
+            f += 1
+        elif _PLACEHOLDER.search(m.group(3)) and not lines[m.end() :].lstrip().startswith(
+            (".format", "%")
+        ):
+            plain += 1
+    return f, plain

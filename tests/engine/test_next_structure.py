@@ -144,6 +144,47 @@ def test_the_gate_shows_the_surest_over_its_threshold_and_checks_every_field() -
         Suggestion(2, 1, "", "rename", 0.5)
 
 
+@pytest.mark.parametrize(
+    ("language", "text", "broken", "whole"),
+    [
+        ("python", "def f(x):\n    y = x\n", "(x", "x + 1"),  # an unclosed bracket
+        ("python", "def f(x):\n    y = x\n", "x\n    return\n  z", "x + 1"),  # a dedent
+        ("python", "y = x\n", "x\nreturn y", "x + 1"),  # parses; compile() refuses it
+        ("go", "package p\n\nvar y = x\n", "x +", "x + 1"),
+        ("rust", "fn f() { let y = x; }\n", "x;;}", "x + 1"),
+    ],
+)
+def test_the_gate_passes_over_an_edit_that_breaks_the_document(
+    language: str, text: str, broken: str, whole: str
+) -> None:
+    at = text.index("= x") + 2
+    sure = Suggestion(at, at + 1, broken, "rename", 0.95)
+    next_best = Suggestion(at, at + 1, whole, "rename", 0.9)
+    assert gate([sure, next_best], text, language_id=language) is next_best
+    assert gate([sure], text, language_id=language) is None
+    assert gate([sure], text) is sure  # no language given: no check
+    assert gate([sure], text, language_id="plaintext") is sure  # nothing to check with
+
+
+def test_an_f_taken_off_a_string_is_not_taken_off_one_with_a_placeholder() -> None:
+    h = History()
+    text = 'def run(n):\n    log(f"start")\n    log(f"{n} left")\n    log(f"done")\n'
+    at = text.index('f"start"')
+    text = replaced(text, at, at + 1, "", h)
+    found = candidates(text, h.edits(), "python", at)
+    assert any('"{n} left"' in s.text for s in found)  # the shape rule proposes it
+    assert gate(found, text, threshold=0.0) is not None
+    assert gate(found, text, threshold=0.0, language_id="python") is None
+    done = text.index('f"done"')
+    plain = Suggestion(done, done + 1, "", "replace", 0.9)  # no placeholder: the same edit
+    assert gate([plain], text, language_id="python") is plain
+    formatted = 'log(f"{n} left")'
+    later = text.replace(formatted, 'log(f"{n} left".upper())')
+    at = later.index('f"{n}')
+    kept = Suggestion(at, later.index(".upper"), '"{n} left".format', "replace", 0.9)
+    assert gate([kept], later, language_id="python") is kept  # formatted after all
+
+
 def test_a_replacement_is_made_again_along_a_series() -> None:
     """A key changed on one line of a series is changed on the next line of its shape, and
     shown; the same word in a comment is left alone after an edit in code."""

@@ -71,6 +71,45 @@ async def test_the_hosted_api_s_edit_is_shown_with_its_kind(
     assert kinds["hosted"]["suggested"] == 1
 
 
+@pytest.mark.parametrize(
+    "added",
+    [
+        "        n += (\n",  # tree-sitter's error
+        "        nonlocal n\n",  # parses, but compile() finds no binding for it
+    ],
+)
+async def test_a_hosted_edit_that_breaks_the_document_is_not_shown(
+    client: LanguageClient, added: str
+) -> None:
+    def breaking(region: str) -> str:
+        return region.replace("        s += x\n", "        s += x\n" + added)
+
+    with running(Standin(breaking)) as standin:
+        settings = {
+            "engineApiKeyEnv": KEY_ENV,
+            "nextEdits": {"hostedAddress": standin.address, "maxLatencyMs": 5000},
+        }
+        await start(client, settings=settings)
+        open_doc(client, URI, TEXT)
+        client.text_document_did_change(
+            lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(uri=URI, version=2),
+                content_changes=[
+                    lsp.TextDocumentContentChangePartial(
+                        range=lsp.Range(lsp.Position(1, 4), lsp.Position(1, 9)),
+                        text="s, n = 0, 0",
+                    )
+                ],
+            )
+        )
+        p = {"textDocument": {"uri": URI, "version": 2}, "position": {"line": 1, "character": 15}}
+        method = "textDocument/copilotInlineEdit"
+        result = plain(await client.protocol.send_request_async(method, p))
+        assert len(standin.seen) == 1  # asked, answered, and the answer refused
+    assert result["edits"] == []
+    assert (await status(client))["next_edits"]["kinds"].get("hosted", {}).get("suggested", 0) == 0
+
+
 def ask(language: str = "python") -> EditAsk:
     return EditAsk(URI, TEXT, 10, language, [Edit(4, "x", "xs", "def total(", "):")], None)
 
