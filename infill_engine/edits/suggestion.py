@@ -19,6 +19,7 @@ from importlib import resources
 
 from ..fields import is_finite
 from ..finish.syntax import Around, Check
+from .history import Edit
 
 # Structure (no model): "rename" the other references of a renamed name, "signature" call sites
 # of a changed signature, "shape" the same change on a line of the same shape, "twin" the twin of
@@ -28,6 +29,10 @@ KINDS: tuple[str, ...] = (
     "rename", "signature", "shape", "twin", "replace", "model", "hosted",
 )  # fmt: skip
 MAX_TEXT_CHARS = 4000  # a suggestion's text: an edit, not a file
+# The kinds that carry the user's last edit on elsewhere: one step of a change the user makes in
+# steps may break the document as the user's own step did (`for (X x : xs) {` made
+# `xs.forEach(x ->`, its closing `});` still to come).
+CARRIED = frozenset({"rename", "signature", "shape", "twin", "replace"})
 
 
 @dataclass(frozen=True)
@@ -71,10 +76,12 @@ def gate(
     text: str,
     threshold: float | None = None,
     language_id: str | None = None,
+    last: Edit | None = None,
 ) -> Suggestion | None:
     """The one suggestion to show, or None: the surest that changes the document, passes its
     kind's threshold (`threshold`, a setting, overrides them all) and, the document's language
-    given, does not break it (`breaks`)."""
+    given, does not break it (`breaks`), unless it carries on the user's `last` edit, which
+    broke it too."""
     passing = [
         s
         for s in found
@@ -82,9 +89,17 @@ def gate(
         and (s.uri is not None or s.applies_to(text))
     ]
     for s in sorted(passing, key=lambda s: -s.score):  # stable: the first of equals wins
-        if language_id is None or s.uri is not None or not breaks(s, text, language_id):
+        if language_id is None or sound(s, text, language_id, last):
             return s
     return None
+
+
+def sound(s: Suggestion, text: str, language_id: str, last: Edit | None = None) -> bool:
+    """Whether `s` may be shown in `text`: it does not break it (`breaks`; another document's is
+    not read here), or it carries on the user's `last` edit, which broke it too."""
+    if s.uri is not None or not breaks(s, text, language_id):
+        return True
+    return s.kind in CARRIED and last is not None and _broke(last, text, language_id)
 
 
 def breaks(s: Suggestion, text: str, language_id: str) -> bool:
@@ -93,10 +108,22 @@ def breaks(s: Suggestion, text: str, language_id: str) -> bool:
     on the block around it). A language with neither is never broken. In Python, an edit that
     takes the `f` off a string that still holds a placeholder breaks it too: it parses, but
     prints `{name}` where the value stood (an `f` taken off one string, repeated on another)."""
-    if language_id == "python" and _unformats(text, s):
+    return _breaks(text, s.start, s.end, s.text, language_id)
+
+
+def _breaks(text: str, start: int, end: int, new: str, language_id: str) -> bool:
+    if language_id == "python" and _unformats(text, start, end, new):
         return True
-    check = Check(Around(text[: s.start], text[s.end :], text[s.start : s.end]), language_id)
-    return check.checked and not check.clean(s.text)
+    check = Check(Around(text[:start], text[end:], text[start:end]), language_id)
+    return check.checked and not check.clean(new)
+
+
+def _broke(last: Edit, text: str, language_id: str) -> bool:
+    """Whether the user's last edit, the latest change to `text`, broke it (`breaks`)."""
+    if last.clipped or text[last.start : last.end] != last.new:
+        return False  # the history does not describe this text
+    before = text[: last.start] + last.old + text[last.end :]
+    return _breaks(before, last.start, last.start + len(last.old), last.new, language_id)
 
 
 # A one-line string literal: its prefix, its quote, its body. A placeholder: `{` then a name or
@@ -105,14 +132,14 @@ _LITERAL = re.compile(r"""(?<![\w])([A-Za-z]{0,2})(["'])((?:\\.|(?!\2)[^\\\n])*)
 _PLACEHOLDER = re.compile(r"(?<!\{)\{(?!\{)[^{}\s]")
 
 
-def _unformats(text: str, s: Suggestion) -> bool:
-    """Whether `s` leaves more plain strings with placeholders (not followed by `.format` or
-    `%`) on its lines than stood there, and fewer f-strings."""
-    lo = text.rfind("\n", 0, s.start) + 1
-    hi = text.find("\n", s.end)
+def _unformats(text: str, start: int, end: int, new: str) -> bool:
+    """Whether `new` in place of text[start:end] leaves more plain strings with placeholders
+    (not followed by `.format` or `%`) on its lines than stood there, and fewer f-strings."""
+    lo = text.rfind("\n", 0, start) + 1
+    hi = text.find("\n", end)
     hi = len(text) if hi < 0 else hi
     before = text[lo:hi]
-    after = text[lo : s.start] + s.text + text[s.end : hi]
+    after = text[lo:start] + new + text[end:hi]
     f0, p0 = _formats(before)
     f1, p1 = _formats(after)
     return f1 < f0 and p1 > p0

@@ -455,7 +455,7 @@ def in_process_candidates(commit: Commit, order: str) -> Iterator[Probe]:
     """The structure tier's candidates after each step, as the server's structure source finds
     them: the same documents (history recording, trimming, tree) fed the same didChange."""
     from infill_engine.edits.structure import candidates
-    from infill_engine.edits.suggestion import breaks
+    from infill_engine.edits.suggestion import sound
     from lsp_server.workspace.documents import Documents
 
     docs, uri = Documents(), _uri(commit, order)
@@ -467,11 +467,13 @@ def in_process_candidates(commit: Commit, order: str) -> Iterator[Probe]:
         )
         when = "single" if step.single else "successor" if step.remaining else "last"
         rows = []
+        edits = doc.history.edits()
+        last = edits[-1] if edits else None
         for s in found:
             if (
                 s.uri is None
                 and s.applies_to(doc.text)
-                and not breaks(s, doc.text, doc.language_id)
+                and sound(s, doc.text, doc.language_id, last)
             ):
                 v = score(doc.text, Span(s.start, s.end, s.text), step.remaining)
                 rows.append((s.kind, s.score, v.exact or v.partial))

@@ -75,7 +75,7 @@ class NextEdits:
             doc.uri, doc.text, offset, doc.language_id or "", edits, doc.syntax_tree(), viewed
         )
         found = await self.gather(ask, options)
-        return gate(found, ask.text, options.next_edits.gate, ask.language_id)
+        return gate(found, ask.text, options.next_edits.gate, ask.language_id, edits[-1])
 
     async def gather(self, ask: EditAsk, options: Options) -> list[Suggestion]:
         """Every source's candidates that came within nextEdits.maxLatencyMs; the rest are

@@ -166,6 +166,22 @@ def test_the_gate_passes_over_an_edit_that_breaks_the_document(
     assert gate([sure], text, language_id="plaintext") is sure  # nothing to check with
 
 
+def test_a_step_of_a_change_made_in_steps_is_carried_on_though_it_breaks_the_document() -> None:
+    h = History()
+    loop = "    for (final Listener l : listeners) {\n        l.onStart(this);\n    }\n"
+    text = "class A {\n  void start() {\n" + loop + "  }\n  void stop() {\n"
+    text += loop.replace("onStart", "onStop") + "  }\n}\n"
+    old = "for (final Listener l : listeners) {"
+    at = text.index(old)  # the first loop's head made a lambda's; its `});` is still to come
+    text = replaced(text, at, at + len(old), "listeners.forEach(l -> {", h)
+    found = candidates(text, h.edits(), "java", at)
+    assert gate(found, text, language_id="java") is None  # it breaks the document
+    shown = gate(found, text, language_id="java", last=h.edits()[-1])  # as the user's step did
+    assert shown is not None and shown.kind == "replace" and shown.start > at
+    rewrite = Suggestion(shown.start, shown.end, shown.text, "hosted", 0.99)
+    assert gate([rewrite], text, language_id="java", last=h.edits()[-1]) is None  # not carried
+
+
 def test_an_f_taken_off_a_string_is_not_taken_off_one_with_a_placeholder() -> None:
     h = History()
     text = 'def run(n):\n    log(f"start")\n    log(f"{n} left")\n    log(f"done")\n'
