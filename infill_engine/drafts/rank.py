@@ -14,7 +14,11 @@ agreed with wrong drafts as often as with right ones, docs/drafts.md). Then:
   never shown unasked: on the calibration code nothing separated right bodies from wrong ones;
 - an invoked one shows the draft the gate passes, then the model's fills, then the best other
   drafts over a floor (the user asked; a fair guess is still better than nothing); those
-  drafts come before the model's fills when the model is not trusted.
+  drafts come before the model's fills when the model is not trusted. On a line with nothing
+  typed, a comment alone or a rule (`gate.decoration`) comes after the other drafts: a header
+  such as `// Rule Definition` recurs in every file of a package, so it often scores best, and
+  code was wanted (on the calibration holes of the eight languages, 2,140, the first invoked
+  draft was then right 310 times, not 305; none lost).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .draft import Draft
-from .gate import passes
+from .gate import decoration, passes
 
 # Drafts scored under this are never shown, even asked for: under it, the calibration holes'
 # best draft was right too rarely to be worth the user's reading (docs/drafts.md).
@@ -60,6 +64,8 @@ def choose(
         if not (automatic and "\n" in d.text.strip())
     ]
     under = [Choice(d.text, d.source, d.score) for d in found if d.score >= FLOOR]
+    if not typed.strip():
+        under.sort(key=lambda c: decoration(c.text, language_id))  # stable: code first
     under = [c for c in under if c not in over][:below_gate]
     filled = [Choice(f, "model", None) for f in fills if f.strip()]
     if automatic:

@@ -68,6 +68,23 @@ def test_an_untrusted_models_fills_are_never_shown_unasked_and_that_is_known_fir
     assert Policy(automatic=False, trust_model=False).model_shown
 
 
+@pytest.mark.parametrize("language", ["python", "javascript"])
+def test_asked_on_an_empty_line_code_comes_before_a_comment_alone(language: str) -> None:
+    mark = "#" if language == "python" else "//"
+    header = Draft(f"{mark} Rule Definition", "workspace", 4.0)  # recurs: it scores best
+    code = Draft("result = rows", "workspace", 3.0)
+    hole = HOLE if language == "python" else "function load(db) {\n  rows = db.query(1);\n  \n}\n"
+    at = CURSOR if language == "python" else hole.index("  \n}") + 2
+    asked = decide([], [header, code], Seen.whole(hole, at, language), Policy(False, False))
+    assert [c.text for c in asked] == ["result = rows", header.text]
+    doc = "def f(rows):\n    total = len(rows)\n    return total\n"
+    typed = Seen.whole(doc, doc.index("\n    return"), "python")  # typed: the scores' order
+    drafts = [Draft("  # all of them", "workspace", 4.0), Draft(" + 1", "workspace", 3.0)]
+    assert [c.text for c in decide([], drafts, typed, Policy(False, False))] == [
+        d.text for d in drafts
+    ]
+
+
 def test_nothing_shown_adds_a_syntax_error_or_repeats_the_suffix() -> None:
     seen = Seen.whole(HOLE, CURSOR, "python")
     trusting = Policy(automatic=False, trust_model=True)
