@@ -137,12 +137,19 @@ CLOSERS = frozenset("{}[]();,")
 
 def decoration(text: str, language_id: str) -> bool:
     """A line that is a comment alone (in a language whose comments are known) or a rule: no
-    letter or digit, and more than closing brackets (`}`, `});` close blocks and are shown)."""
+    letter or digit, and more than closing brackets (`}`, `});` close blocks and are shown).
+    A block comment's inner line starts with stars and then a space, a slash or nothing
+    (`* @param`, `** note`, `*/`); stars and then code are C's dereference (`*p = x;`,
+    `**pp = q;`, `*(int *)at = 0;`) or a generator method (`*[Symbol.iterator]() {`)."""
     s = text.strip()
     if not any(c.isalnum() for c in s):
         return not set(s) <= CLOSERS
     spec = grammars.spec(language_id)
     if spec is None or "\n" in s:
         return False
-    block = ("/*", "*") if spec.block_style == "brace" else ()
-    return s.startswith((spec.line_comment, *block))
+    if spec.block_style == "brace" and s.startswith("*"):
+        rest = s.lstrip("*")
+        return not rest or rest[0] in " \t/"
+    return s.startswith(
+        (spec.line_comment, "/*") if spec.block_style == "brace" else spec.line_comment
+    )

@@ -47,6 +47,11 @@ def test_each_language_of_the_grammars_has_a_gate_of_its_own() -> None:
         ("}", "rust", False),  # closing a block is worth showing
         ("});", "javascript", False),
         ("*/", "c", True),
+        ("** a note", "cpp", True),
+        ("*p = x;", "c", False),  # a dereference, not a comment's line
+        ("**pp = q;", "cpp", False),
+        ("*(int *)at = 0;", "c", False),
+        ("*[Symbol.iterator]() {", "javascript", False),  # a generator method
         ("return nil", "go", False),
         ("----------", "plaintext", True),
         ("Deploy steps", "plaintext", False),
