@@ -15,6 +15,9 @@ Printed per repository and mode: exact match of the first invoked item (its text
 missing text, whitespace stripped), the share of holes where an automatic trigger shows
 anything and the share of what it shows that is exact, and the p50 latency of an invoked
 request. The gate's curve (coverage against precision) comes from the drafts' scores.
+`--json` writes the same figures and, per repository and mode, each hole's answers (its file,
+offset and missing text, the automatic and the invoked first item), so that two runs on the
+same holes can be compared hole by hole.
 """
 
 from __future__ import annotations
@@ -168,6 +171,16 @@ async def run_mode(
         "invoked_p50_ms": statistics.median(a.invoked_ms for a in answers) if answers else None,
         "sources": status.get("shown"),
         "workspace": status.get("workspace"),
+        "answers": [  # hole by hole, so that two runs can be compared where they differ
+            {
+                "file": str(path.relative_to(root)) if path.is_relative_to(root) else str(path),
+                "offset": hole.offset,
+                "truth": truth,
+                "automatic": a.automatic,
+                "invoked": a.invoked,
+            }
+            for (path, hole), a, truth in zip(cases, answers, truths, strict=True)
+        ],
     }
 
 
