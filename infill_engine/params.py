@@ -31,8 +31,11 @@ def threshold_or_default(tau: float | None) -> float:
 # Sampling runs in float32, where a tiny positive value is zero or overflows: a temperature of
 # 1e-40 (logits / temperature = inf) or a top_p of 1e-320 (0 in float32: every token dropped)
 # made every probability NaN and failed the whole batch step, other clients' rows included.
-# Below these floors sampling is greedy anyway (temperature 0 is greedy).
+# Below these floors sampling is greedy anyway (temperature 0 is greedy). A temperature past
+# float32's range (1e308) is inf there, and the masked logits' -inf / inf is NaN: the same
+# failure. Above the ceiling sampling is uniform over the vocabulary anyway.
 MIN_TEMPERATURE = 1e-6
+MAX_TEMPERATURE = 100.0
 MIN_TOP_P = 1e-6
 
 
@@ -90,11 +93,11 @@ class InfillParams:
             raise ValueError(f"steps_per_block must be a positive int, got {self.steps_per_block}")
         if not (
             is_finite(self.temperature)
-            and (self.temperature == 0 or self.temperature >= MIN_TEMPERATURE)
+            and (self.temperature == 0 or MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE)
         ):
             raise ValueError(
-                f"temperature must be 0 (greedy) or a finite number >= {MIN_TEMPERATURE:g}, "
-                f"got {self.temperature!r}"
+                f"temperature must be 0 (greedy) or a number from {MIN_TEMPERATURE:g} to "
+                f"{MAX_TEMPERATURE:g}, got {self.temperature!r}"
             )
         if not (is_number(self.top_p) and MIN_TOP_P <= self.top_p <= 1):
             raise ValueError(f"top_p must be in [{MIN_TOP_P:g}, 1], got {self.top_p!r}")

@@ -623,12 +623,18 @@ def test_a_priority_of_any_type_is_a_bad_request(target: Target) -> None:
 
 @pytest.mark.parametrize(
     "params",
-    [{"temperature": 1e-40}, {"temperature": 5e-324}, {"top_p": 1e-320, "temperature": 1.0}],
+    [
+        {"temperature": 1e-40},
+        {"temperature": 5e-324},
+        {"temperature": 1e308},
+        {"top_p": 1e-320, "temperature": 1.0},
+    ],
 )
 def test_sampling_that_float32_cannot_hold_is_refused(target: Target, params: Any) -> None:
-    """logits / 1e-40 is inf in float32, and 1e-320 is 0 there (every token dropped): every
-    probability was NaN, torch.multinomial raised, and the whole batch step failed, the other
-    clients' requests in it included. Now a bad_request, and the neighbour is served."""
+    """logits / 1e-40 is inf in float32, 1e308 is inf there (the masked logits' -inf / inf is
+    NaN), and 1e-320 is 0 there (every token dropped): every probability was NaN,
+    torch.multinomial raised, and the whole batch step failed, the other clients' requests in
+    it included. Now a bad_request, and the neighbour is served."""
     conn = target.fuzz_conn()
     conn.send({"type": "infill", "id": "hot", "prefix": GOOD_PREFIX, "suffix": GOOD_SUFFIX,
                "params": {"span": 8, "min_tokens": 8, "threshold": 1.5, **params}})  # fmt: skip
