@@ -20,6 +20,7 @@ from importlib import resources
 from ..fields import is_finite
 from ..finish.syntax import Around, Check
 from .history import Edit
+from .text import line_of
 
 # Structure (no model): "rename" the other references of a renamed name, "signature" call sites
 # of a changed signature, "shape" the same change on a line of the same shape, "twin" the twin of
@@ -135,9 +136,7 @@ _PLACEHOLDER = re.compile(r"(?<!\{)\{(?!\{)[^{}\s]")
 def _unformats(text: str, start: int, end: int, new: str) -> bool:
     """Whether `new` in place of text[start:end] leaves more plain strings with placeholders
     (not followed by `.format` or `%`) on its lines than stood there, and fewer f-strings."""
-    lo = text.rfind("\n", 0, start) + 1
-    hi = text.find("\n", end)
-    hi = len(text) if hi < 0 else hi
+    lo, hi = line_of(text, start)[0], line_of(text, end)[1]
     before = text[lo:hi]
     after = text[lo:start] + new + text[end:hi]
     f0, p0 = _formats(before)
