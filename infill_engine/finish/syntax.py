@@ -222,6 +222,9 @@ def _adds_error(
 
 
 _CUT = re.compile(r"\w+|\S")  # ends of words and symbols: where a single line may be cut
+MAX_CUTS = 24  # the longest cuts tried
+MAX_CUT_CHARS = 32_768  # the new text those tries hold in all: a hosted 8,000-character answer
+# tries four (each a parse and a compile of it, milliseconds apiece), a fill of 1,300 all 24
 
 
 def fit(prefix: str, text: str, suffix: str, language_id: str, replaced: str = "") -> str:
@@ -229,7 +232,8 @@ def fit(prefix: str, text: str, suffix: str, language_id: str, replaced: str = "
     replaced + suffix when put in place of replaced, or "" when every cut adds one: nothing
     shown may break the document.
 
-    Cuts are at line ends and, on the first line, at word ends. The document is the whole of
+    Cuts are at line ends and, on the first line, at word ends; the 24 longest are tried, as
+    many as hold 32,768 characters in all (the longest always). The document is the whole of
     it, not a window: a window trimmed mid-string or mid-docstring has errors of its own, and a
     new error hides among them. A language without a grammar (or native compiler) is not checked.
     A one-line text that makes a `return` its function's head rules out (returns.py) is none:
@@ -244,7 +248,11 @@ def fit(prefix: str, text: str, suffix: str, language_id: str, replaced: str = "
         return ""
     cuts = [m.end() for m in _CUT.finditer(text.split("\n", 1)[0])]
     cuts += [i for i, c in enumerate(text) if c == "\n" and i > 0]
-    for cut in sorted(set(cuts) | {len(text)}, reverse=True)[:24]:  # longest first
+    budget = MAX_CUT_CHARS
+    for cut in sorted(set(cuts) | {len(text)}, reverse=True)[:MAX_CUTS]:  # longest first
+        if budget < cut < len(text):
+            break
+        budget -= cut
         piece = text[:cut]
         if returns and "\n" not in piece and not returns.allows(start + piece + end):
             continue

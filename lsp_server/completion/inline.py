@@ -170,7 +170,9 @@ class Completer:
             prefix, suffix = ask.text[filled.start : ask.offset], ask.text[ask.offset : filled.stop]
             seen = Seen(Around(before, after), prefix, suffix, ask.language_id, filled.kind)
             fills = [r.text for r in results]
-            chosen = decide(fills, filled.drafts if drafting else (), seen, policy)
+            drafted = filled.drafts if drafting else ()
+            # off the event loop: the syntax check of a long fill takes tens of milliseconds
+            chosen = await asyncio.to_thread(decide, fills, drafted, seen, policy)
         for c in chosen[: self._limit(ask, opts)] if drafting else ():  # drafts' shown counts
             self.sources[c.source] = self.sources.get(c.source, 0) + 1
         self._sources[ask.uri] = {c.text: c.source for c in chosen}

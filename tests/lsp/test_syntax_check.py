@@ -247,3 +247,29 @@ def test_the_check_is_quiet_and_survives_what_compile_raises() -> None:
     assert seen == []
     # a null byte: compile raises ValueError (before 3.12) or SyntaxError
     assert syntax.fit(before, "return s\x00", after, "python") == "return s"
+
+
+def test_a_long_answer_is_cut_with_a_bounded_number_of_checks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cuts tried hold at most MAX_CUT_CHARS of new text: a hosted answer of 8,000
+    characters on one line costs a few checks (each a parse and a compile of all of it), not 24;
+    a fill of a few hundred characters still tries its 24 longest cuts."""
+    tried: list[int] = []
+    clean = syntax.Check.clean
+
+    def counted(self: syntax.Check, text: str) -> bool:
+        tried.append(len(text))
+        return clean(self, text)
+
+    monkeypatch.setattr(syntax.Check, "clean", counted)
+    before, after = "def f(a, b):\n    return ", "\n"
+    words = " ".join(f"w{i}" for i in range(2_000))  # `return w0 w1 ...`: no cut past w0 is clean
+    assert len(words) > 7_500 and syntax.fit(before, words, after, "python") == ""
+    assert 1 <= len(tried) <= syntax.MAX_CUT_CHARS // 7_500 + 1, tried
+    tried.clear()
+    short = " ".join(f"w{i}" for i in range(60))
+    assert syntax.fit(before, short, after, "python") == ""
+    assert len(tried) == syntax.MAX_CUTS  # all 24 of a short one
+    tried.clear()
+    assert syntax.fit(before, "a + b" + " c" * 20, after, "python") == "a + b"
