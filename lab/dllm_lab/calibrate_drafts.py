@@ -43,7 +43,7 @@ from infill_engine.drafts.lines import WEIGHTS, Cursor, LineIndex, Occurrence, W
 from infill_engine.finish.syntax import Around
 from lsp_server.completion.cursor import in_comment_or_string
 
-from .holes import Hole, holes, source_files
+from .holes import Hole, draw, source_files
 
 
 @dataclass(frozen=True)
@@ -98,22 +98,13 @@ def cases(folder: Path, n: int, seed: int, language: str = "python") -> list[Cas
     rng = random.Random(seed)
     out: list[Case] = []
     for kind in ("statement", "line"):
-        got = 0
-        for _ in range(n * 20):
-            if got >= n or not files:
-                break
-            path = rng.choice(list(files))
-            found = holes(files[path], language, kind, rng, 1)
-            if not found:
-                continue
-            hole = found[0]
+        for path, hole in draw(list(files.items()), language, kind, rng, n):
             row = hole.text.count("\n", 0, hole.offset)
             doc = LineIndex.build("", "document", hole.text, skip=(row, row + 1), python=python)
             cur = Cursor.at(hole.text, hole.offset, python)
             others = [index for q, index in workspace.items() if q != path]
             truth = (cur.typed + hole.middle).strip()
             out.append(Case(cur, truth, occurrences(cur, [doc, *others]), hole, others))
-            got += 1
     return out
 
 

@@ -38,7 +38,7 @@ from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
 
 from .bench_lsp import plain
-from .holes import Hole, holes, source_files
+from .holes import Hole, draw, source_files
 
 KINDS = ("statement", "line")
 
@@ -53,21 +53,11 @@ def repo_holes(
 ) -> list[tuple[Path, Hole]]:
     """n holes from the repository's files of `language` (those `only` keeps; not tests, docs
     nor hidden: holes.source_files), as many of each kind (single lines unless `kinds` says
-    otherwise: lab/holes.py)."""
+    otherwise: lab/holes.py), no hole twice."""
     found = source_files(root, language)
     files = [(p, t) for p, t in found.items() if not only or only(p)]
     rng = random.Random(seed)
-    out: list[tuple[Path, Hole]] = []
-    for kind in kinds:
-        got, tries = 0, 0
-        while got < n // len(kinds) and tries < n * 20 and files:
-            tries += 1
-            path, text = rng.choice(files)
-            cut = holes(text, language, kind, rng, 1)
-            if cut:
-                out.append((path, cut[0]))
-                got += 1
-    return out
+    return [h for kind in kinds for h in draw(files, language, kind, rng, n // len(kinds))]
 
 
 async def _client(root: Path, settings: dict[str, Any], server: Sequence[str]) -> LanguageClient:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +89,26 @@ def holes(text: str, language_id: str, kind: str, rng: random.Random, n: int) ->
     found = list(make(text, language_id))
     rng.shuffle(found)
     return found[:n]
+
+
+def draw(
+    files: Sequence[tuple[Path, str]], language_id: str, kind: str, rng: random.Random, n: int
+) -> list[tuple[Path, Hole]]:
+    """Up to n holes of one kind from a repository's files, each file picked at random for
+    each hole and no hole twice (a small repository's few holes were drawn again and counted
+    twice: 17 of 100 in one held-out Python repository); at most 20 n picks."""
+    out: list[tuple[Path, Hole]] = []
+    taken: set[tuple[Path, int, str]] = set()
+    for _ in range(n * 20):
+        if len(out) >= n or not files:
+            break
+        path, text = rng.choice(files)
+        for hole in holes(text, language_id, kind, rng, len(text)):
+            if (path, hole.offset, hole.middle) not in taken:
+                taken.add((path, hole.offset, hole.middle))
+                out.append((path, hole))
+                break
+    return out
 
 
 def of_language(path: Path, language: str) -> bool:

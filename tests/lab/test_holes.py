@@ -13,7 +13,7 @@ import dllm_lab
 from dllm_lab.corpus import is_held_out
 from dllm_lab.eval_crossfile import crossfile_holes
 from dllm_lab.evaluate import heldout_bodies, heldout_lines
-from dllm_lab.holes import Hole, holes
+from dllm_lab.holes import Hole, draw, holes
 from dllm_lab.humaneval import humaneval_holes
 from dllm_lab.span_eval import corpus_holes
 
@@ -84,3 +84,13 @@ def test_a_cut_hole_reads_back_as_its_parts() -> None:
     assert (hole.text, hole.offset) == ("a = \nb = 2\n", 4)
     assert (hole.prefix, hole.middle, hole.suffix) == ("a = ", "f(x)", "\nb = 2\n")
     assert hole.filled("g(y)") == "a = g(y)\nb = 2\n" and hole.origin == "pkg/m.py"
+
+
+def test_a_repository_s_holes_are_drawn_without_repeats() -> None:
+    # two small files hold 8 statement holes in all; asked for 20, each comes once
+    files = [(Path("a.py"), "x = 1\ny = 2\nz = 3\nw = 4\n"), (Path("b.py"), TEXT[:60])]
+    every = sum(len(holes(t, "python", "statement", random.Random(0), 99)) for _, t in files)
+    drawn = draw(files, "python", "statement", random.Random(0), 20)
+    keys = [(p, h.offset, h.middle) for p, h in drawn]
+    assert len(keys) == len(set(keys)) == every >= 4
+    assert draw(files, "python", "statement", random.Random(0), 3) == drawn[:3]  # reproducible
