@@ -11,7 +11,19 @@ import re
 from collections.abc import Sequence
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-COMMENT_STARTS = ("#", "//", "*", "/*")  # a line starting so is a comment: it opens no block
+COMMENT_STARTS = ("#", "//", "/*")  # a line starting so is a comment: it opens no block
+
+
+def is_comment(stripped: str) -> bool:
+    """Whether a stripped line is a comment: it starts with `#`, `//` or `/*`, or it is a block
+    comment's inner line: stars, then a space, a slash or nothing (`* @param`, `*/`). Stars
+    and then code are C's dereference (`*p = x;`) or a generator method (`*walk(node) {`)."""
+    if stripped.startswith("*"):
+        rest = stripped.lstrip("*")
+        return not rest or rest[0] in " \t/"
+    return stripped.startswith(COMMENT_STARTS)
+
+
 _FUNCTION_HEAD = re.compile(
     r"(?:(?:pub(?:\([\w:]+\))?|export|default|async|static|public|private|protected|unsafe)\s+)*"
     r"(?:def|fn|func|function)\b"
@@ -34,7 +46,7 @@ def head_kind(stripped: str) -> str:
         return "function"
     if _CLASS_HEAD.match(stripped):
         return "class"
-    first = _NAME.match(stripped)
+    first = _NAME.match(stripped.lstrip("*"))  # `*walk(node) {`: a generator method
     if (
         stripped.endswith("{")
         and "(" in stripped
@@ -72,7 +84,7 @@ def walk(lines: Sequence[str]) -> list[tuple[bool, int]]:
     stack: list[tuple[int, bool, int, int]] = []
     for i, line in enumerate(lines):
         s = line.strip()
-        if not s or s.startswith(COMMENT_STARTS):
+        if not s or is_comment(s):
             out.append((stack[-1][1], stack[-1][2]) if stack else (False, -1))
             continue
         d = len(line) - len(line.lstrip(" \t"))

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import grammars
 
+from .blocks import is_comment
 from .draft import Draft
 from .lines import Weights
 
@@ -148,8 +149,7 @@ def decoration(text: str, language_id: str) -> bool:
     if spec is None or "\n" in s:
         return False
     if spec.block_style == "brace" and s.startswith("*"):
-        rest = s.lstrip("*")
-        return not rest or rest[0] in " \t/"
+        return is_comment(s)
     return s.startswith(
         (spec.line_comment, "/*") if spec.block_style == "brace" else spec.line_comment
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from ..drafts.blocks import COMMENT_STARTS, head_kind
+from ..drafts.blocks import head_kind, is_comment
 from ..lexer import group_end, parts
 
 MAX_ROWS = 2000  # lines above the insertion read for the function's head
@@ -119,7 +119,7 @@ class Returns:
         for above in reversed(lines[-MAX_ROWS:-1]):
             s = above.strip()
             d = len(above) - len(above.lstrip(" \t"))
-            if not s or d >= depth or s.startswith(COMMENT_STARTS):
+            if not s or d >= depth or is_comment(s):
                 continue
             depth = d
             if head_kind(s) == "function":

@@ -49,6 +49,9 @@ OTHER = (
         ("export const f = (\n  a: number,\n): number => {\n  return a;\n};\n", 3, True),
         ("export const f = (\n  a: number,\n): number => {\n  return a;\n};\n", 1, False),
         ("const rows = [\n  1,\n];\nreturn rows;\n", 3, False),  # brackets open no function
+        # a generator method's body; a block comment's inner lines open nothing
+        ("class T {\n  *walk(node) {\n    yield node;\n  }\n}\n", 2, True),
+        ("class T {\n  /**\n   * walk(node) {\n   */\n  x = 1;\n}\n", 4, False),
     ],
 )
 def test_what_stands_in_a_function(text: str, row: int, inside: bool) -> None:
