@@ -51,8 +51,14 @@ Source = Callable[[EditAsk, Options], Awaitable[list[Suggestion]]]
 
 
 async def structure(ask: EditAsk, options: Options) -> list[Suggestion]:
-    """The structure tier's candidates (no model)."""
-    return candidates(ask.text, ask.edits, ask.language_id, ask.offset, ask.tree)
+    """The structure tier's candidates (no model), found off the event loop (tens of
+    milliseconds in a file of thousands of lines), so that the deadline holds and other
+    requests are read meanwhile. The tree goes as a copy: the document's own is edited in place
+    by the next didChange."""
+    tree = ask.tree.copy() if ask.tree is not None else None
+    return await asyncio.to_thread(
+        candidates, ask.text, ask.edits, ask.language_id, ask.offset, tree
+    )
 
 
 DEFAULT_SOURCES: tuple[Source, ...] = (structure,)
@@ -75,7 +81,12 @@ class NextEdits:
             doc.uri, doc.text, offset, doc.language_id or "", edits, doc.syntax_tree(), viewed
         )
         found = await self.gather(ask, options)
-        return gate(found, ask.text, options.next_edits.gate, ask.language_id, edits[-1])
+        if not found:
+            return None
+        # off the event loop: the gate's syntax check parses the whole document
+        return await asyncio.to_thread(
+            gate, found, ask.text, options.next_edits.gate, ask.language_id, edits[-1]
+        )
 
     async def gather(self, ask: EditAsk, options: Options) -> list[Suggestion]:
         """Every source's candidates that came within nextEdits.maxLatencyMs; the rest are
