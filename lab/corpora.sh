@@ -17,9 +17,9 @@ apt-get install -y -qq --no-install-recommends golang-1.19-src rust-src openjdk-
   librust-rand-dev >/dev/null
 NPM="$DEST/npm"
 mkdir -p "$NPM" && cd "$NPM"
-for p in rxjs webpack eslint moment zod effect @tanstack/query-core express axios mocha koa \
-  commander cordova-android @capacitor/android react-native-webview libxmljs2 ffi-napi \
-  classic-level canvas node-pty; do
+for p in rxjs webpack eslint moment fastify pino ws undici underscore zod effect \
+  @tanstack/query-core express axios mocha koa commander cordova-android @capacitor/android \
+  react-native-webview libxmljs2 ffi-napi classic-level canvas node-pty; do
   npm pack --silent "$p" >/dev/null
 done
 for f in *.tgz; do mkdir -p "x/${f%.tgz}" && tar -xzf "$f" -C "x/${f%.tgz}"; done
@@ -44,6 +44,8 @@ for d in asio beast filesystem date_time; do cp -r "/usr/include/boost/$d" "cal/
 cp -r "$(x rxjs)/src" cal/typescript/rxjs
 cp -r "$(x webpack)/lib" cal/javascript/webpack && cp -r "$(x eslint)/lib" cal/javascript/eslint
 cp -r "$(x moment)/src" cal/javascript/moment
+for p in fastify pino ws undici; do cp -r "$(x $p)/lib" "cal/javascript/$p"; done
+cp -r "$(x underscore)/modules" cal/javascript/underscore
 GC=/usr/share/gocode/src/github.com
 cp -rL $GC/spf13/cobra held/go/cobra && cp -rL $GC/sirupsen/logrus held/go/logrus
 cp -rL $GC/gorilla/mux held/go/mux
