@@ -14,12 +14,16 @@ mkdir -p "$DEST" && cd "$DEST" && DEST=$(pwd)
 apt-get install -y -qq --no-install-recommends golang-1.19-src rust-src openjdk-17-source \
   glibc-source libboost1.74-dev golang-github-spf13-cobra-dev golang-github-sirupsen-logrus-dev \
   golang-github-gorilla-mux-dev librust-regex-dev librust-clap-dev librust-serde-dev \
-  librust-rand-dev >/dev/null
+  librust-rand-dev golang-github-stretchr-testify-dev golang-github-spf13-pflag-dev \
+  golang-github-gorilla-websocket-dev golang-gopkg-yaml.v3-dev golang-github-google-go-cmp-dev \
+  golang-github-burntsushi-toml-dev golang-github-pelletier-go-toml-dev \
+  golang-github-spf13-viper-dev >/dev/null
 NPM="$DEST/npm"
 mkdir -p "$NPM" && cd "$NPM"
 for p in rxjs webpack eslint moment fastify pino ws undici underscore zod effect \
   @tanstack/query-core express axios mocha koa commander cordova-android @capacitor/android \
-  react-native-webview libxmljs2 ffi-napi classic-level canvas node-pty; do
+  react-native-webview libxmljs2 ffi-napi classic-level canvas node-pty re2 cld \
+  @parcel/watcher better-sqlite3; do
   npm pack --silent "$p" >/dev/null
 done
 for f in *.tgz; do mkdir -p "x/${f%.tgz}" && tar -xzf "$f" -C "x/${f%.tgz}"; done
@@ -41,12 +45,20 @@ tar -xJf /usr/src/glibc/glibc-2.36.tar.xz -C "$DEST" glibc-2.36/malloc glibc-2.3
   glibc-2.36/stdlib glibc-2.36/posix glibc-2.36/libio glibc-2.36/resolv
 for d in malloc string stdlib posix libio resolv; do mv "glibc-2.36/$d" "cal/c/$d"; done
 for d in asio beast filesystem date_time; do cp -r "/usr/include/boost/$d" "cal/cpp/$d"; done
+cp -r "$(x re2)/vendor/re2/re2" cal/cpp/re2 && cp -r "$(x re2)/vendor/abseil-cpp/absl" cal/cpp/abseil
+cp -r "$(x cld)/deps/cld/internal" cal/cpp/cld && cp -r "$(x parcel-watcher)/src" cal/cpp/parcelwatcher
+cp -r "$(x better-sqlite3)/src" cal/cpp/bettersqlite3
 cp -r "$(x rxjs)/src" cal/typescript/rxjs
 cp -r "$(x webpack)/lib" cal/javascript/webpack && cp -r "$(x eslint)/lib" cal/javascript/eslint
 cp -r "$(x moment)/src" cal/javascript/moment
 for p in fastify pino ws undici; do cp -r "$(x $p)/lib" "cal/javascript/$p"; done
 cp -r "$(x underscore)/modules" cal/javascript/underscore
 GC=/usr/share/gocode/src/github.com
+for d in stretchr/testify spf13/pflag gorilla/websocket google/go-cmp BurntSushi/toml \
+  pelletier/go-toml spf13/viper; do
+  cp -rL "$GC/$d" "cal/go/x_$(basename "$d" | tr -d -)"
+done
+cp -rL /usr/share/gocode/src/gopkg.in/yaml.v3 cal/go/x_yaml
 cp -rL $GC/spf13/cobra held/go/cobra && cp -rL $GC/sirupsen/logrus held/go/logrus
 cp -rL $GC/gorilla/mux held/go/mux
 for c in regex clap serde rand; do
