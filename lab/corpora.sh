@@ -17,13 +17,14 @@ apt-get install -y -qq --no-install-recommends golang-1.19-src rust-src openjdk-
   librust-rand-dev golang-github-stretchr-testify-dev golang-github-spf13-pflag-dev \
   golang-github-gorilla-websocket-dev golang-gopkg-yaml.v3-dev golang-github-google-go-cmp-dev \
   golang-github-burntsushi-toml-dev golang-github-pelletier-go-toml-dev \
-  golang-github-spf13-viper-dev >/dev/null
+  golang-github-spf13-viper-dev librust-bytes-dev librust-hashbrown-dev librust-indexmap-dev \
+  librust-petgraph-dev librust-rayon-dev librust-crossbeam-channel-dev >/dev/null
 NPM="$DEST/npm"
 mkdir -p "$NPM" && cd "$NPM"
 for p in rxjs webpack eslint moment fastify pino ws undici underscore zod effect \
   @tanstack/query-core express axios mocha koa commander cordova-android @capacitor/android \
   react-native-webview libxmljs2 ffi-napi classic-level canvas node-pty re2 cld \
-  @parcel/watcher better-sqlite3; do
+  @parcel/watcher better-sqlite3 immer mobx @reduxjs/toolkit argon2 secp256k1 node-expat lz4; do
   npm pack --silent "$p" >/dev/null
 done
 for f in *.tgz; do mkdir -p "x/${f%.tgz}" && tar -xzf "$f" -C "x/${f%.tgz}"; done
@@ -39,6 +40,9 @@ for d in crypto/tls os fmt strings bytes time text/template database/sql archive
 done
 RS=/usr/lib/rustlib/src/rust/library
 cp -rL $RS/alloc cal/rust/alloc && cp -rL $RS/std cal/rust/std && cp -rL $RS/core cal/rust/core
+for c in bytes hashbrown indexmap petgraph rayon crossbeam-channel; do
+  cp -rL "$(ls -d /usr/share/cargo/registry/$c-[0-9]* | head -n 1)" "cal/rust/x_$(echo "$c" | tr -d -)"
+done
 (cd cal/java && unzip -q /usr/lib/jvm/java-17-openjdk-amd64/lib/src.zip 'java.base/java/util/*' \
   'java.base/java/io/*' 'java.net.http/*' 'java.sql/*')
 tar -xJf /usr/src/glibc/glibc-2.36.tar.xz -C "$DEST" glibc-2.36/malloc glibc-2.36/string \
@@ -49,6 +53,10 @@ cp -r "$(x re2)/vendor/re2/re2" cal/cpp/re2 && cp -r "$(x re2)/vendor/abseil-cpp
 cp -r "$(x cld)/deps/cld/internal" cal/cpp/cld && cp -r "$(x parcel-watcher)/src" cal/cpp/parcelwatcher
 cp -r "$(x better-sqlite3)/src" cal/cpp/bettersqlite3
 cp -r "$(x rxjs)/src" cal/typescript/rxjs
+cp -r "$(x immer)/src" cal/typescript/immer && cp -r "$(x mobx)/src" cal/typescript/mobx
+cp -r "$(x reduxjs-toolkit)/src" cal/typescript/reduxtoolkit
+cp -r "$(x argon2)/argon2/src" cal/c/x_argon2 && cp -r "$(x node-expat)/deps/libexpat" cal/c/x_expat
+cp -r "$(x secp256k1)/src/secp256k1/src" cal/c/x_secp256k1 && cp -r "$(x lz4)/deps/lz4" cal/c/x_lz4
 cp -r "$(x webpack)/lib" cal/javascript/webpack && cp -r "$(x eslint)/lib" cal/javascript/eslint
 cp -r "$(x moment)/src" cal/javascript/moment
 for p in fastify pino ws undici; do cp -r "$(x $p)/lib" "cal/javascript/$p"; done
