@@ -19,6 +19,10 @@ The answer is scored against the hunks not yet applied (`score`):
 * partial: not exact, but a non-blank line the suggestion writes equals (stripped) a line that a
   remaining hunk adds, and the suggestion touches that hunk's lines;
 * location: the suggestion's range lies on or next to the lines of a remaining hunk;
+* step (reported beside, never counted as right): neither, but a step on the way to a remaining
+  hunk: on the whole lines both touch, every token the suggestion takes away the hunk takes away
+  too, and every token it writes the hunk writes too (`fetchQuery(queryKey, _callProcedure)`
+  made `fetchQuery(queryKey, queryFn)` on the way to `fetchQuery({ queryKey, queryFn })`);
 and each again against only the hunk that comes next in the replay order (strict). After the
 last hunk of a multi-hunk commit nothing is owed (shown-after-last); after a single-hunk commit
 whatever is shown is a false suggestion. Reported per language and pooled, per order, and per
@@ -50,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infill_engine.edits.text import tokens
 from lsp_server.workspace import positions
 
 from .histories import LANGUAGES, Commit, load, split_lines
@@ -137,6 +142,7 @@ class Verdict:
     exact: bool = False
     partial: bool = False
     location: bool = False
+    step: bool = False  # neither exact nor partial, but a step on the way to a remaining hunk
     next_exact: bool = False  # the same, against the next hunk only
     next_partial: bool = False
     next_location: bool = False
@@ -169,6 +175,24 @@ def _touches(doc: str, s: Span, h: Span) -> bool:
     return sl <= he + 1 and el >= hs - 1
 
 
+def _step_toward(doc: str, s: Span, h: Span) -> bool:
+    """Whether s changes some token and, on the whole lines that s and h touch, takes away only
+    tokens that h takes away and writes only tokens that h writes (counted with repeats)."""
+    a = doc.rfind("\n", 0, min(s.start, h.start)) + 1
+    z = doc.find("\n", max(s.end, h.end))
+    z = len(doc) if z < 0 else z
+    before = Counter(t.text for t in tokens(doc[a:z]))
+
+    def change(x: Span) -> tuple[Counter[str], Counter[str]]:
+        after = Counter(
+            t.text for t in tokens(x.applied(doc)[a : z + len(x.text) - (x.end - x.start)])
+        )
+        return before - after, after - before
+
+    (s_out, s_in), (h_out, h_in) = change(s), change(h)
+    return bool(s_out or s_in) and s_out <= h_out and s_in <= h_in
+
+
 def score(doc: str, suggestion: Span, remaining: Sequence[Span]) -> Verdict:
     """How the suggestion (a change to doc) fares against the hunks still to come (spans of
     doc; the first is the next)."""
@@ -181,10 +205,16 @@ def score(doc: str, suggestion: Span, remaining: Sequence[Span]) -> Verdict:
         partial = not exact and near and bool(written & _written(doc, h))
         flags.append((exact, partial, near))
     first = flags[0] if flags else (False, False, False)
+    exact = any(f[0] for f in flags)
+    partial = not exact and any(f[1] for f in flags)
+    step = not (exact or partial) and any(
+        f[2] and _step_toward(doc, suggestion, h) for f, h in zip(flags, remaining, strict=True)
+    )
     return Verdict(
-        exact=any(f[0] for f in flags),
-        partial=not any(f[0] for f in flags) and any(f[1] for f in flags),
+        exact=exact,
+        partial=partial,
         location=any(f[2] for f in flags),
+        step=step,
         next_exact=first[0],
         next_partial=first[1],
         next_location=first[2],
@@ -200,6 +230,7 @@ class Tally:
     exact: int = 0
     partial: int = 0
     location: int = 0
+    step: int = 0
     next_exact: int = 0
     next_partial: int = 0
     next_location: int = 0
@@ -230,12 +261,18 @@ class Tally:
                     "exact",
                     "partial",
                     "location",
+                    "step",
                     "next_exact",
                     "next_partial",
                     "next_location",
                 ):
                     setattr(self, name, getattr(self, name) + getattr(verdict, name))
-                outcome = "exact" if verdict.exact else "partial" if verdict.partial else "wrong"
+                outcome = (
+                    "exact" if verdict.exact
+                    else "partial" if verdict.partial
+                    else "step" if verdict.step
+                    else "wrong"
+                )  # fmt: skip
         if verdict is not None:
             self.kinds[f"{kind or '?'}:{outcome}"] += 1
 
@@ -255,6 +292,7 @@ class Tally:
             "exact_pct": pct(self.exact, n),
             "partial_pct": pct(self.partial, n),
             "right_of_shown_pct": pct(self.exact + self.partial, shown),
+            "right_or_step_of_shown_pct": pct(self.exact + self.partial + self.step, shown),
             "location_pct": pct(self.location, n),
             "next_exact_pct": pct(self.next_exact, n),
             "next_right_of_shown_pct": pct(self.next_exact + self.next_partial, shown),
@@ -273,6 +311,7 @@ class Tally:
                     "exact",
                     "partial",
                     "location",
+                    "step",
                     "last",
                     "shown_after_last",
                     "false",
@@ -657,6 +696,7 @@ COLUMNS = (
     ("exact_pct", "exact%", 7),
     ("partial_pct", "part%", 6),
     ("right_of_shown_pct", "right/shown%", 13),
+    ("right_or_step_of_shown_pct", "+steps%", 8),
     ("location_pct", "loc%", 6),
     ("next_right_of_shown_pct", "next right/shown%", 18),
     ("shown_after_last_pct", "after last%", 12),
@@ -681,10 +721,10 @@ def table(out: dict[str, Any], order: str = "both") -> str:
 def kind_table(out: dict[str, Any], order: str = "both") -> str:
     """Pooled, per kind of suggestion: what its shown answers were."""
     kinds = out["languages"]["pooled"][order]["kinds"]
-    cols = ("exact", "partial", "wrong", "after_last", "false")
+    cols = ("exact", "partial", "step", "wrong", "after_last", "false")
     rows = ["| kind | " + " | ".join(cols) + " | right/shown% |", "|" + "---|" * (len(cols) + 2)]
     for kind, c in sorted(kinds.items()):
-        shown = sum(c.get(x, 0) for x in ("exact", "partial", "wrong"))
+        shown = sum(c.get(x, 0) for x in ("exact", "partial", "step", "wrong"))
         right = c.get("exact", 0) + c.get("partial", 0)
         pct = f"{100 * right / shown:.1f}" if shown else "-"
         rows.append(f"| {kind} | " + " | ".join(str(c.get(x, 0)) for x in cols) + f" | {pct} |")

@@ -19,6 +19,8 @@ from dllm_lab.histories import Commit, Hunk, load, mine_repo, parse_hunks, save
 from dllm_lab.replay_edits import (
     Probe,
     Span,
+    Step,
+    Tally,
     fit_thresholds,
     gated,
     in_process_candidates,
@@ -150,6 +152,28 @@ def test_scoring_rates_exact_partial_location_and_strict() -> None:
     assert not v.partial and not v.location
     # nothing owed (after the last hunk): nothing right
     assert score(doc, Span(10, 11, "20"), []) == score(doc, Span(0, 1, "z"), [])
+    assert not any(
+        score(doc, s, [line_d]).step for s in (Span(18, 19, "x"), Span(22, 23, "40"))
+    )  # a token the hunk does not write; exact
+
+
+def test_a_step_on_the_way_to_a_hunk_is_reported_beside_right() -> None:
+    doc = "q = 1\nfetch(key, call)\nr = 2\n"
+    at = doc.index("fetch")
+    hunk = Span(at, at + len("fetch(key, call)"), "fetch({ key, fn })")
+    renamed = Span(doc.index("call"), doc.index("call") + 4, "fn")
+    v = score(doc, renamed, [hunk])
+    assert v.step and not (v.exact or v.partial) and v.location
+    # the same rename with a token the hunk never writes, or on a line the hunk leaves alone
+    assert not score(doc, Span(renamed.start, renamed.end, "fn2"), [hunk]).step
+    assert not score(doc, Span(0, 1, "fn"), [hunk]).step
+    tally = Tally()
+    tally.add(
+        Step(renamed, doc, renamed.applied(doc), renamed.end, (hunk,), False), "rename", v, 1.0
+    )
+    r = tally.report()
+    assert r["right_of_shown_pct"] == 0.0 and r["right_or_step_of_shown_pct"] == 100.0
+    assert r["kinds"] == {"rename": {"step": 1}}
 
 
 def test_the_fit_takes_the_lowest_threshold_within_bounds() -> None:
