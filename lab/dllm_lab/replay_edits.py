@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infill_engine.edits.text import tokens
+from infill_engine.edits.text import line_of, tokens
 from lsp_server.workspace import positions
 
 from .histories import LANGUAGES, Commit, load, split_lines
@@ -159,11 +159,10 @@ def _written(before: str, span: Span) -> set[str]:
     """The stripped non-blank lines that span writes: the whole lines it touches after it, less
     those that were there already."""
     after = span.applied(before)
-    a = before.rfind("\n", 0, span.start) + 1
-    z_old = before.find("\n", span.end)
-    z_new = after.find("\n", span.start + len(span.text))
-    old = before[a : len(before) if z_old < 0 else z_old].split("\n")
-    new = after[a : len(after) if z_new < 0 else z_new].split("\n")
+    a, z_old = line_of(before, span.start)[0], line_of(before, span.end)[1]
+    z_new = line_of(after, span.start + len(span.text))[1]
+    old = before[a:z_old].split("\n")
+    new = after[a:z_new].split("\n")
     return {x.strip() for x in new if x.strip()} - {x.strip() for x in old}
 
 
@@ -178,9 +177,7 @@ def _touches(doc: str, s: Span, h: Span) -> bool:
 def _step_toward(doc: str, s: Span, h: Span) -> bool:
     """Whether s changes some token and, on the whole lines that s and h touch, takes away only
     tokens that h takes away and writes only tokens that h writes (counted with repeats)."""
-    a = doc.rfind("\n", 0, min(s.start, h.start)) + 1
-    z = doc.find("\n", max(s.end, h.end))
-    z = len(doc) if z < 0 else z
+    a, z = line_of(doc, min(s.start, h.start))[0], line_of(doc, max(s.end, h.end))[1]
     before = Counter(t.text for t in tokens(doc[a:z]))
 
     def change(x: Span) -> tuple[Counter[str], Counter[str]]:
