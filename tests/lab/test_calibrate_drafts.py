@@ -47,3 +47,17 @@ def test_fit_and_curve_on_a_small_package(
     assert main([str(tmp_path), "--holes", "5", "--fit-gate"]) == 0
     out = capsys.readouterr().out
     assert "the best draft is right for" in out and "Gate(mean=" in out
+    assert "the missing line stands whole in the code for" in out
+
+
+def test_the_ceiling_counts_a_line_only_where_it_stands_whole(tmp_path: Path) -> None:
+    """A line every block repeats stands elsewhere; a line that names its own block does not,
+    nor one written once, though the document keeps the words typed before the cut."""
+    data = cases(_package(tmp_path), 10, seed=1)
+    repeated = [c for c in data if c.truth.startswith(("result =", "total ="))]
+    named = [c for c in data if c.truth.startswith(("rows =", "def load_"))]
+    assert repeated and all(c.anywhere for c in repeated)
+    assert named and not any(c.anywhere for c in named)
+    (tmp_path / "once.py").write_text("def only():\n    return 'written once, nowhere else'\n")
+    lone = [c for c in cases(tmp_path, 40, seed=2) if "nowhere else" in c.truth]
+    assert lone and not any(c.anywhere for c in lone)
