@@ -17,8 +17,9 @@ from infill_engine.drafts import (
     merge,
 )
 from infill_engine.drafts.imports import is_python
+from infill_engine.drafts.lines import score
 from infill_engine.drafts.postings import cursor_keys, file_keys
-from infill_engine.drafts.rank import choose
+from infill_engine.drafts.rank import FLOOR, choose
 
 # Two functions with the same shape; the hole is the second's middle line.
 DOC = (
@@ -84,16 +85,18 @@ def test_merge_keeps_each_text_once_at_its_best_score_with_all_its_votes() -> No
 
 
 # A draft whose occurrence has the cursor's lines above and below, alone and found three times;
-# and one that only shares a few words, beside a close second.
-SURE = Draft("a()", "workspace", 7.0, "", (1, 1, 1, 0.6, 1, math.log(3), 1, 0, 0, 0, 1), 3)
-UNSURE = [Draft("b()", "document", 1.0, "", (0, 0, 0, 0.2, 1, 0, 0.5, 1, 0, 0, 1)),
-          Draft("c()", "document", 0.9)]  # fmt: skip
+# and one that only shares a few words, beside a close second (both over the floor, so shown
+# when asked for). The first's score is what the shipped weights give its features.
+SURE = Draft("a()", "workspace", score((1, 1, 1, 0.6, 1, math.log(3), 1, 0, 0, 0, 1)), "",
+             (1, 1, 1, 0.6, 1, math.log(3), 1, 0, 0, 0, 1), 3)  # fmt: skip
+UNSURE = [Draft("b()", "document", FLOOR + 1.0, "", (0, 0, 0, 0.2, 1, 0, 0.5, 1, 0, 0, 1)),
+          Draft("c()", "document", FLOOR + 0.9)]  # fmt: skip
 
 
 def test_the_gate_trusts_a_lone_draft_with_the_same_neighbours_not_a_close_call() -> None:
     assert GATE_MODEL.confidence([SURE], "") >= GATE > GATE_MODEL.confidence(UNSURE, "")
     # a close second makes the best less sure; so does having fewer votes
-    assert GATE_MODEL.confidence([SURE, Draft("z()", "document", 6.9)], "") < (
+    assert GATE_MODEL.confidence([SURE, replace(SURE, text="z()", score=SURE.score - 0.1)], "") < (
         GATE_MODEL.confidence([SURE], "")
     )
     assert GATE_MODEL.confidence([replace(SURE, votes=1)], "") < GATE_MODEL.confidence([SURE], "")
