@@ -127,12 +127,11 @@ def cases(folder: Path, n: int, seed: int, language: str = "python") -> list[Cas
 
 def top1(data: Sequence[Case], weights: Weights) -> list[tuple[float, bool]]:
     """Each hole's best candidate: (its score, whether it is right); -inf where none."""
-    w = astuple(weights)
     out = []
     for case in data:
         best: dict[str, tuple[float, bool]] = {}
         for o in case.found:
-            value = sum(a * b for a, b in zip(o.features, w, strict=True))
+            value = score(o.features, weights)
             if o.text not in best or value > best[o.text][0]:
                 best[o.text] = (value, o.text == case.truth)
         out.append(max(best.values()) if best else (float("-inf"), False))
@@ -144,11 +143,10 @@ def objective(data: Sequence[Case], weights: Weights) -> float:
     scored by its best occurrence and the texts weighed by a softmax of their scores (holes
     whose line is no candidate, or is the only one, say nothing of the ranking)."""
     total, count = 0.0, 0
-    w = astuple(weights)
     for case in data:
         best: dict[str, float] = {}
         for o in case.found:
-            value = sum(a * b for a, b in zip(o.features, w, strict=True))
+            value = score(o.features, weights)
             best[o.text] = max(value, best.get(o.text, value))
         if case.truth in best and len(best) > 1:
             top = max(best.values())
