@@ -4,6 +4,7 @@ the grammars, OTHER for the rest, and never a comment or a rule of punctuation u
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -18,6 +19,7 @@ from infill_engine.drafts.gate import (
     gate_for,
     passes,
 )
+from infill_engine.drafts.lines import score
 from infill_engine.drafts.rank import choose
 
 LANGUAGES = ("python", "go", "rust", "typescript", "javascript", "java", "c", "cpp")
@@ -62,8 +64,13 @@ def test_decoration(text: str, language: str, expected: bool) -> None:
     assert decoration(text, language) is expected
 
 
+# The line features of an occurrence with the cursor's lines above and below, the same
+# indentation step, found six times, every name known (lines.Weights' order, bias last).
+SURE = (1.0, 1.0, 1.0, 0.8, 1.0, math.log(6), 1.0, 1.0, 0.0, 0.0, 1.0)
+
+
 def test_a_sure_draft_passes_unless_it_is_decoration() -> None:
-    sure = [Draft("return nil", "document", 9.0, votes=6)]
+    sure = [Draft("return nil", "document", score(SURE), "", SURE, votes=6)]
     assert passes(sure, "", "go", None)
     rule = [Draft("// ==================", "document", 9.0, votes=6)]
     assert not passes(rule, "", "go", None)
