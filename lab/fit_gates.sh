@@ -6,8 +6,9 @@
 #
 #   PATH=.venv/bin:$PATH sh lab/fit_gates.sh DEST   # DEST as given to lab/corpora.sh
 #
-# About 25 minutes on 2 cores. The same corpora and seed give the same gates: run so on
-# 2026-12-06, it wrote a gates.json identical to the one shipped.
+# About 30 minutes on one core. The same corpora, seed and line weights give the same gates:
+# the gates.json shipped is what it wrote on 2026-12-07, after the line weights of
+# lab/fit_weights.sh.
 set -eu
 C=${1:?usage: sh lab/fit_gates.sh DEST}/cal
 S=$(python -c "import sysconfig; print(sysconfig.get_paths()['stdlib'])")
