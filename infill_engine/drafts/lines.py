@@ -23,7 +23,7 @@ import bisect
 import itertools
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, field
 
@@ -415,17 +415,23 @@ def candidates(
     return best_of(cur, occurrences(cur, indices), limit, weights)
 
 
+def best_occurrences(
+    found: Sequence[Occurrence], weights: Weights = WEIGHTS
+) -> dict[str, tuple[float, Occurrence]]:
+    """Each text's best occurrence and its score: what a text is scored by."""
+    best: dict[str, tuple[float, Occurrence]] = {}
+    for o in found:
+        value = score(o.features, weights)
+        if o.text not in best or value > best[o.text][0]:
+            best[o.text] = (value, o)
+    return best
+
+
 def best_of(
     cur: Cursor, found: Sequence[Occurrence], limit: int, weights: Weights = WEIGHTS
 ) -> list[Draft]:
-    best: dict[str, tuple[float, Occurrence]] = {}
-    votes: dict[str, int] = defaultdict(int)
-    for o in found:
-        value = score(o.features, weights)
-        votes[o.text] += 1
-        if o.text not in best or value > best[o.text][0]:
-            best[o.text] = (value, o)
-    ranked = sorted(best.values(), key=lambda vo: -vo[0])[:limit]
+    votes = Counter(o.text for o in found)
+    ranked = sorted(best_occurrences(found, weights).values(), key=lambda vo: -vo[0])[:limit]
     out = []
     for value, o in ranked:
         text = o.text[len(cur.typed) :]

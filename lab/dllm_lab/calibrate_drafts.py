@@ -47,8 +47,8 @@ from infill_engine.drafts.lines import (
     LineIndex,
     Occurrence,
     Weights,
+    best_occurrences,
     occurrences,
-    score,
 )
 from infill_engine.finish.syntax import Around
 from lsp_server.completion.cursor import in_comment_or_string
@@ -129,12 +129,10 @@ def top1(data: Sequence[Case], weights: Weights) -> list[tuple[float, bool]]:
     """Each hole's best candidate: (its score, whether it is right); -inf where none."""
     out = []
     for case in data:
-        best: dict[str, tuple[float, bool]] = {}
-        for o in case.found:
-            value = score(o.features, weights)
-            if o.text not in best or value > best[o.text][0]:
-                best[o.text] = (value, o.text == case.truth)
-        out.append(max(best.values()) if best else (float("-inf"), False))
+        best = best_occurrences(case.found, weights)
+        out.append(
+            max(((v, t == case.truth) for t, (v, _) in best.items()), default=(-math.inf, False))
+        )
     return out
 
 
@@ -143,17 +141,20 @@ def objective(data: Sequence[Case], weights: Weights) -> float:
     scored by its best occurrence and the texts weighed by a softmax of their scores (holes
     whose line is no candidate, or is the only one, say nothing of the ranking)."""
     total, count = 0.0, 0
-    for case in data:
-        best: dict[str, float] = {}
-        for o in case.found:
-            value = score(o.features, weights)
-            best[o.text] = max(value, best.get(o.text, value))
-        if case.truth in best and len(best) > 1:
-            top = max(best.values())
-            spread = math.log(sum(math.exp(v - top) for v in best.values()))
-            total += best[case.truth] - top - spread
-            count += 1
+    for case in _ranking(data):
+        best = {t: v for t, (v, _) in best_occurrences(case.found, weights).items()}
+        top = max(best.values())
+        spread = math.log(sum(math.exp(v - top) for v in best.values()))
+        total += best[case.truth] - top - spread
+        count += 1
     return total / max(1, count)
+
+
+def _ranking(data: Sequence[Case]) -> list[Case]:
+    """The holes that say something of the ranking: the missing line is a candidate, and not
+    the only one."""
+    texts = [(c, {o.text for o in c.found}) for c in data]
+    return [c for c, t in texts if c.truth in t and len(t) > 1]
 
 
 def fit(data: Sequence[Case], start: Weights, rounds: int = 4, l2: float = 1.0) -> Weights:
@@ -161,11 +162,7 @@ def fit(data: Sequence[Case], start: Weights, rounds: int = 4, l2: float = 1.0) 
     candidate texts, each scored by its best occurrence (L-BFGS, an L2 penalty of `l2` pulling
     each weight but the bias towards `start`'s). A text's best occurrence depends on the
     weights, so it is chosen again with each round's weights."""
-    usable = [
-        c
-        for c in data
-        if len({o.text for o in c.found}) > 1 and any(o.text == c.truth for o in c.found)
-    ]
+    usable = _ranking(data)
     w = start
     for _ in range(rounds):
         w = _logit_round(usable, w, start, l2)
@@ -181,12 +178,9 @@ def _logit_round(usable: Sequence[Case], now: Weights, start: Weights, l2: float
     groups: list[int] = []
     right: list[int] = []
     for n, case in enumerate(usable):
-        best: dict[str, tuple[float, ...]] = {}
-        for o in case.found:
-            if o.text not in best or score(o.features, now) > score(best[o.text], now):
-                best[o.text] = o.features
+        best = best_occurrences(case.found, now)
         right.append(len(rows) + list(best).index(case.truth))
-        rows += best.values()
+        rows += [o.features for _, o in best.values()]
         groups += [n] * len(best)
     x = torch.tensor(rows, dtype=torch.float64)
     group, truth = torch.tensor(groups), torch.tensor(right)
@@ -314,9 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.fit:
         print(weights)
     gate = fit_gate(data, target=a.target) if a.fit_gate else gate_for(a.language)
-    if a.fit_gate and a.threshold is not None:
-        gate = replace(gate, threshold=a.threshold)
     if a.fit_gate:
+        if a.threshold is not None:
+            gate = replace(gate, threshold=a.threshold)
         print(gate)
         if a.write:
             write_gate(a.write, gate)

@@ -87,8 +87,8 @@ def test_merge_keeps_each_text_once_at_its_best_score_with_all_its_votes() -> No
 # A draft whose occurrence has the cursor's lines above and below, alone and found three times;
 # and one that only shares a few words, beside a close second (both over the floor, so shown
 # when asked for). The first's score is what the shipped weights give its features.
-SURE = Draft("a()", "workspace", score((1, 1, 1, 0.6, 1, math.log(3), 1, 0, 0, 0, 1)), "",
-             (1, 1, 1, 0.6, 1, math.log(3), 1, 0, 0, 0, 1), 3)  # fmt: skip
+NEIGHBOURS = (1, 1, 1, 0.6, 1, math.log(3), 1, 0, 0, 0, 1)
+SURE = Draft("a()", "workspace", score(NEIGHBOURS), "", NEIGHBOURS, 3)
 UNSURE = [Draft("b()", "document", FLOOR + 1.0, "", (0, 0, 0, 0.2, 1, 0, 0.5, 1, 0, 0, 1)),
           Draft("c()", "document", FLOOR + 0.9)]  # fmt: skip
 
