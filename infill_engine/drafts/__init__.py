@@ -23,8 +23,9 @@ from .bodies import bodies
 from .draft import SOURCES, Draft
 from .gate import GATE, GATE_MODEL, gate_for
 from .idents import IDENT
-from .lines import WEIGHTS, Cursor, LineIndex, Weights, typed_before
+from .lines import Cursor, LineIndex, typed_before
 from .strangers import reads, strangers
+from .weights import WEIGHTS, Weights
 
 __all__ = [
     "GATE",

@@ -5,7 +5,7 @@ The cursor sits indented under an opener (a line ending with `:` or `{`) and the
 not indented under it: the block's body is what is missing. Wherever else the same opener line
 stands, its body (the lines indented under it, 2 to MAX_BODY_LINES of them; a one-line body is
 a line draft already) is a draft, re-indented to the cursor. It is scored as a line draft is
-(lines.Weights: the same line above, the same line after the body as below the cursor, words
+(weights.Weights: the same line above, the same line after the body as below the cursor, words
 around, the indentation step, recurrence, the names the document knows), so the two kinds rank
 together.
 
@@ -32,11 +32,12 @@ from dataclasses import fields, replace
 from .blocks import CONTROL
 from .draft import Draft
 from .idents import IDENT, jaccard
-from .lines import WEIGHTS, Cursor, LineIndex, Weights, fits_scope, indent_of, score
+from .lines import Cursor, LineIndex, fits_scope, indent_of
+from .weights import WEIGHTS, Weights, score
 
 MAX_BODY_LINES = 12  # non-blank lines of a body drafted whole
 MAX_OPENERS = 64  # occurrences of the opener line looked at, per index
-# where recurrence stands among the features (lines.Weights' order)
+# where recurrence stands among the features (weights.Weights' order)
 RECUR = [f.name for f in fields(Weights)].index("recur")
 # Inside a signature's parentheses, names that are no parameter a body would use.
 _NOT_PARAMETERS = frozenset({"self", "cls", "this", "mut", "const", "final", "ref", "in", "out"})

@@ -17,9 +17,9 @@ MAX_FEATURES = 32
 class Draft:
     text: str  # what goes at the cursor (what is typed on the line already left out)
     source: str  # one of SOURCES
-    score: float  # the finder's score (lines.Weights): higher is surer
+    score: float  # the finder's score (weights.Weights): higher is surer
     where: str = ""  # path:line of the occurrence it was taken from
-    features: tuple[float, ...] = ()  # that occurrence's features, in lines.Weights' order
+    features: tuple[float, ...] = ()  # that occurrence's features, in weights.Weights' order
     votes: int = 1  # how many occurrences of the text the finder scored
 
     def wire(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """How sure the drafts' best is: the probability that the first of a ranked list of drafts is
 exactly the missing text.
 
-A draft's own score (lines.Weights) ranks the drafts of one hole well, but as a gate it knows
+A draft's own score (weights.Weights) ranks the drafts of one hole well, but as a gate it knows
 nothing of the competition: a line scored 5 with nothing near it is much surer than one scored
 5 beside another scored 4.9. The gate reads the whole list: the best score, its margin over the
 second, how many drafts there are, what is typed on the line, the best draft's length, how many
@@ -32,9 +32,9 @@ import grammars
 
 from .blocks import is_comment
 from .draft import Draft
-from .lines import Weights
+from .weights import Weights
 
-# The line features of lines.Weights but the bias, as the gate reads them from the best draft.
+# The line features of weights.Weights but the bias, as the gate reads them from the best draft.
 LINE_FEATURES = tuple(f.name for f in fields(Weights))[:-1]
 FEATURES = (
     "score",

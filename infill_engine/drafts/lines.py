@@ -25,12 +25,13 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 
 from .blocks import in_functions
 from .draft import Draft
 from .idents import IDENT, jaccard
 from .imports import code_names, imported_names, is_python
+from .weights import WEIGHTS, Weights, score
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|[^\sA-Za-z0-9_]")
 WINDOW = 4  # lines each side whose words are compared
@@ -40,29 +41,6 @@ MAX_DOCUMENT_ROWS = 5000  # a document up to this long has every line scored
 MAX_PREFIXED = 256  # lines elsewhere that start with what is typed (or hold its tail), scored
 NGRAM = 3  # words at the end of what is typed that n-gram lookup matches
 MAX_SCOPE_ROWS = 2000  # lines above the cursor read for the head of its block
-
-
-@dataclass(frozen=True)
-class Weights:
-    """The score of one occurrence: a weighted sum of its features, the weights of a conditional
-    logit of the missing line against the other candidates, fitted on holes of the calibration
-    code of all eight grammar languages pooled (lab/fit_weights.sh; docs/drafts.md has the
-    figures)."""
-
-    prev: float = 2.24  # the nearest non-blank line above equals the cursor's
-    prev2: float = 1.94  # the second one above equals too
-    next: float = 3.77  # the nearest non-blank line below equals the cursor's
-    context: float = 6.73  # word overlap (Jaccard) of the windows around both
-    indent: float = 1.37  # the same indentation step from the line above
-    recur: float = 0.37  # log of how often the line's text occurs
-    scope: float = 4.8  # the share of its names that the document knows
-    same_doc: float = -0.13  # found in the document itself
-    adjacent: float = -5.95  # equals a line right next to the cursor (the suffix has it)
-    ngram: float = -1.97  # continues the words before the cursor found inside another line
-    bias: float = -3.0
-
-
-WEIGHTS = Weights()
 
 
 def words(text: str) -> list[str]:
@@ -398,10 +376,6 @@ def occurrences(cur: Cursor, indices: Sequence[LineIndex]) -> list[Occurrence]:
             )
             out.append(Occurrence(s, index, row, features))
     return out
-
-
-def score(features: tuple[float, ...], weights: Weights = WEIGHTS) -> float:
-    return sum(f * w for f, w in zip(features, astuple(weights), strict=True))
 
 
 def candidates(

@@ -1,7 +1,7 @@
 """Which completions to show, in which order: the model's fills and the drafts together, once
 each is finished (decide.py, the one step that finishes and then calls `choose`).
 
-Drafts come ranked by their finder's score (lines.Weights); the gate (gate.py) says how likely
+Drafts come ranked by their finder's score (weights.Weights); the gate (gate.py) says how likely
 the first of them is exactly right, from the whole list, and an automatic trigger shows it only
 when that confidence is at least `gate`. A trusted model's fill that says the same as a draft
 is the strongest evidence there is (two independent readers agree), so that draft goes first

@@ -19,7 +19,7 @@ against the hole's other candidates) and prints them; with `--fit-gate` it fits 
 logistic model (drafts/gate.py) on the served drafts and prints it, its threshold the lowest
 confidence of the curve at which the shown drafts are right `--target` of the time (80 %)
 and at least 2 % of holes are shown, or `--threshold` where that is decided. The shipped
-weights (drafts/lines.Weights) came from the calibration code of all eight languages pooled,
+weights (drafts/weights.Weights) came from the calibration code of all eight languages pooled,
 each gate from its own language's (docs/drafts.md); held-out figures come from
 eval_drafts.py on other code.
 """
@@ -41,15 +41,8 @@ from infill_engine.drafts import candidates, gather
 from infill_engine.drafts.draft import Draft
 from infill_engine.drafts.gate import FEATURES, GATES_FILE, Gate, decoration, gate_for
 from infill_engine.drafts.gate import features as gate_features
-from infill_engine.drafts.lines import (
-    WEIGHTS,
-    Cursor,
-    LineIndex,
-    Occurrence,
-    Weights,
-    best_occurrences,
-    occurrences,
-)
+from infill_engine.drafts.lines import Cursor, LineIndex, Occurrence, best_occurrences, occurrences
+from infill_engine.drafts.weights import WEIGHTS, Weights
 from infill_engine.finish.syntax import Around
 from lsp_server.completion.cursor import in_comment_or_string
 

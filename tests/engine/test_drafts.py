@@ -17,9 +17,9 @@ from infill_engine.drafts import (
     merge,
 )
 from infill_engine.drafts.imports import is_python
-from infill_engine.drafts.lines import score
 from infill_engine.drafts.postings import cursor_keys, file_keys
 from infill_engine.drafts.rank import FLOOR, choose
+from infill_engine.drafts.weights import score
 
 # Two functions with the same shape; the hole is the second's middle line.
 DOC = (

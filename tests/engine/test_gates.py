@@ -19,8 +19,8 @@ from infill_engine.drafts.gate import (
     gate_for,
     passes,
 )
-from infill_engine.drafts.lines import score
 from infill_engine.drafts.rank import choose
+from infill_engine.drafts.weights import score
 
 LANGUAGES = ("python", "go", "rust", "typescript", "javascript", "java", "c", "cpp")
 
@@ -65,7 +65,7 @@ def test_decoration(text: str, language: str, expected: bool) -> None:
 
 
 # The line features of an occurrence with the cursor's lines above and below, the same
-# indentation step, found six times, every name known (lines.Weights' order, bias last).
+# indentation step, found six times, every name known (weights.Weights' order, bias last).
 SURE = (1.0, 1.0, 1.0, 0.8, 1.0, math.log(6), 1.0, 1.0, 0.0, 0.0, 1.0)
 
 

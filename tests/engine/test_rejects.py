@@ -12,7 +12,8 @@ from infill_engine.decide import Policy, Seen, decide
 from infill_engine.drafts import Cursor, LineIndex, gather
 from infill_engine.drafts.blocks import in_functions
 from infill_engine.drafts.bodies import bodies, names_a_parameter, parameters
-from infill_engine.drafts.lines import Weights, candidates
+from infill_engine.drafts.lines import candidates
+from infill_engine.drafts.weights import Weights
 
 NGRAM = [f.name for f in fields(Weights)].index("ngram")
 

@@ -10,7 +10,7 @@ import pytest
 
 from dllm_lab.calibrate_drafts import cases, curve, fit, fit_gate, main, objective
 from infill_engine.drafts.gate import GATE_MODEL
-from infill_engine.drafts.lines import WEIGHTS
+from infill_engine.drafts.weights import WEIGHTS
 
 BLOCK = (
     "def load_{0}(db, key):\n"
