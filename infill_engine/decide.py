@@ -10,7 +10,10 @@ In order:
 2. Every candidate is finished (finish/): the fills on the context the model saw, the drafts on
    the document, both checked against the whole document, in the editor's indentation (given,
    or read from the document), one line where the hole wants one. What the finish empties goes.
-3. The ranking and the gate (drafts.rank.choose): which drafts are sure enough to show unasked,
+3. The drafts that read a name nothing binds where they land (`unbound`: Python's symbol
+   table, finish/unbound.py) are never shown. They stay in the list the gate reads: a competitor
+   taken away would make the next draft look surer than it is.
+4. The ranking and the gate (drafts.rank.choose): which drafts are sure enough to show unasked,
    whether the model is trusted, the order for an invoked request.
 
 What the step reads travels with the hole (`Seen`): the document around the insertion, the
@@ -24,12 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .drafts.draft import Draft
-from .drafts.rank import Choice, choose
+from .drafts.rank import FLOOR, Choice, choose
 from .finish import finish
 from .finish.postprocess import Indent
-from .finish.syntax import Around
+from .finish.syntax import Around, Check
 
-__all__ = ["BODY_KINDS", "Choice", "Policy", "Seen", "decide", "finished", "trusted"]
+__all__ = ["BODY_KINDS", "Choice", "Policy", "Seen", "decide", "finished", "trusted", "unbound"]
 
 # The context the text steps read around a cursor where no model's context says (about that of
 # the default budgets, 1024 tokens before and 512 after).
@@ -125,6 +128,7 @@ def decide(
         policy.trust_model,
         typed=seen.typed,
         language_id=seen.language_id,
+        vetoed=unbound(drafts, seen),
     )
     return chosen[: policy.limit] if policy.limit else chosen
 
@@ -141,6 +145,19 @@ def finished(found: Sequence[Draft], seen: Seen, indent: Indent | None = None) -
         if text:
             out.append(replace(d, text=text))
     return out
+
+
+def unbound(drafts: Sequence[Draft], seen: Seen) -> frozenset[str]:
+    """The texts of the finished drafts that could be shown (the first, and those over the
+    floor) that read a name nothing binds where they would land: Python's symbol table
+    (finish/unbound.py); none in other languages. A line copied from elsewhere that does
+    belongs elsewhere: `return s` where no `s` is bound raises NameError."""
+    check = Check(seen.document, seen.language_id)
+    return frozenset(
+        d.text
+        for i, d in enumerate(drafts)
+        if (i == 0 or d.score >= FLOOR) and check.reads_unbound(d.text)
+    )
 
 
 def _finish(raw: str, seen: Seen, indent: Indent | None, one_line: bool) -> str | None:

@@ -51,20 +51,25 @@ def choose(
     below_gate: int = 2,
     typed: str = "",
     language_id: str = "python",
+    vetoed: frozenset[str] = frozenset(),
 ) -> list[Choice]:
     """The completions to show, best first, each text once. `fills` are the model's (already
     finished: empty ones dropped), `found` the drafts, best first; `typed` what is typed on the
     cursor's line before it (after the indentation), which the gate reads; `gate` the
-    confidence the best draft needs (None: the threshold calibrated for `language_id`)."""
+    confidence the best draft needs (None: the threshold calibrated for `language_id`);
+    `vetoed` the texts of drafts never shown (decide.unbound), though the gate reads them: with
+    the best vetoed, nothing is shown unasked."""
     said = {f.strip() for f in fills if f.strip()} if trust_model else set()
-    agreed = [d for d in found if d.score >= FLOOR and d.text.strip() in said]
+    showable = [d for d in found if d.score >= FLOOR and d.text not in vetoed]
+    agreed = [d for d in showable if d.text.strip() in said]
     sure = list(found[:1]) if passes(found, typed, language_id, gate) else []
+    sure = [d for d in sure if d.text not in vetoed]
     over = [
         Choice(d.text, d.source, d.score)
         for d in agreed + sure
         if not (automatic and "\n" in d.text.strip())
     ]
-    under = [Choice(d.text, d.source, d.score) for d in found if d.score >= FLOOR]
+    under = [Choice(d.text, d.source, d.score) for d in showable]
     if not typed.strip():
         under.sort(key=lambda c: decoration(c.text, language_id))  # stable: code first
     under = [c for c in under if c not in over][:below_gate]

@@ -20,6 +20,7 @@ from tree_sitter import Node, Parser, Tree
 
 import grammars
 
+from . import unbound
 from .compiles import Block
 from .returns import Returns
 
@@ -93,6 +94,7 @@ def forget_documents() -> None:
     """Drop the documents the cache above holds (whole texts, and their trees): a closed
     document is never asked for again, and a large one holds tens of MiB."""
     _document_parse.cache_clear()
+    unbound.forget()
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,17 @@ class Check:
             if verdict is not None:
                 return verdict
         return self._tree_clean(text)
+
+    def reads_unbound(self, text: str) -> bool:
+        """Whether text, a draft put in place of the replaced text of a Python document, reads a
+        name nothing binds where it lands (unbound.py); False in other languages."""
+        if not self._native:
+            return False
+        base = self._parsed()
+        root = base.tree.root_node if base is not None else None
+        return unbound.reads_unbound(
+            self._compiled(), text, root, self._head + self._old + self._tail
+        )
 
     def _parsed(self) -> _Parsed | None:
         if self._base is None:

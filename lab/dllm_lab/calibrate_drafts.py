@@ -36,7 +36,7 @@ from functools import cached_property
 from pathlib import Path
 
 import grammars
-from infill_engine.decide import Seen, finished
+from infill_engine.decide import Seen, finished, unbound
 from infill_engine.drafts import candidates, gather
 from infill_engine.drafts.draft import Draft
 from infill_engine.drafts.gate import FEATURES, GATES_FILE, Gate, decoration, gate_for
@@ -74,9 +74,17 @@ class Case:
     @property
     def gated(self) -> list[Draft]:
         """The served drafts where the gate reads them, else none: an automatic trigger is
-        answered here, and the best draft is no comment or rule (never shown unasked)."""
+        answered here, and the best draft is no comment or rule (never shown unasked) and reads
+        no name that nothing binds where it lands (decide.unbound: never shown)."""
         ranked = self.served if self.automatic else []
-        return ranked if ranked and not decoration(ranked[0].text, self.hole.language_id) else []
+        if not ranked or decoration(ranked[0].text, self.hole.language_id):
+            return []
+        return [] if ranked[0].text in unbound(ranked[:1], self.seen) else ranked
+
+    @cached_property
+    def seen(self) -> Seen:
+        h = self.hole
+        return Seen(Around(h.prefix, h.suffix), h.prefix, h.suffix, h.language_id)
 
     @cached_property
     def served(self) -> list[Draft]:
@@ -87,8 +95,7 @@ class Case:
         h = self.hole
         workspace = candidates(self.cursor, self.others)
         found = gather(h.text, h.offset, carried=workspace, python=h.language_id == "python")
-        seen = Seen(Around(h.prefix, h.suffix), h.prefix, h.suffix, h.language_id)
-        return finished(found, seen)
+        return finished(found, self.seen)
 
     def right(self, d: Draft) -> bool:
         return d.text.strip() == self.hole.middle.strip()

@@ -37,7 +37,8 @@ SOURCE = (
 def test_a_body_from_a_4_space_file_reads_in_the_documents_own_indentation(
     unit: str, editor: Indent | None
 ) -> None:
-    doc = f"def send_groups(items):\n{unit}for item in items:\n{unit * 2}\n{unit}return items\n"
+    doc = "from util import log\n\n"  # the body's names are bound here too
+    doc += f"def send_groups(items):\n{unit}for item in items:\n{unit * 2}\n{unit}return items\n"
     offset = doc.index(f"items:\n{unit * 2}") + len(f"items:\n{unit * 2}")
     found = gather(doc, offset, (("users.py", SOURCE),))
     chosen = decide(

@@ -131,11 +131,11 @@ BODY_PATTERN = (
     "    for item in items:\n"
     "        if item.ready:\n"
     "            item.send()\n"
-    "            log(item)\n"
+    "            print(item)\n"
     "    return items\n"
 )
 BODY_HOLE = "def send_groups(items):\n    for item in items:\n        \n    return items\n"
-BODY = "if item.ready:\n            item.send()\n            log(item)"
+BODY = "if item.ready:\n            item.send()\n            print(item)"
 
 
 async def test_an_empty_body_is_offered_whole_when_asked_for(
@@ -166,11 +166,11 @@ async def test_an_empty_body_is_offered_whole_when_asked_for(
 ROLES = (
     "def load_roles(db):\n"
     "    rows = db.query('roles')\n"
-    "    result = [Role(**r) for r in rows]\n"
+    "    result = [dict(**r) for r in rows]\n"
     "    return result\n"
     "\n\n"
 )
-BUFFER_LINE = "result = [Role(**r) for r in rows]"
+BUFFER_LINE = "result = [dict(**r) for r in rows]"
 STALE = "result = 'stale copy on disk'"
 
 

@@ -62,10 +62,11 @@ PYTHON = Language(
     "    return {tag}_client(session)\n",
     "    ",
     {
-        "github_token": f'client = Client(api_key="{GITHUB}")',
+        # names bound where the line lands (decide.unbound vetoes a line that reads others)
+        "github_token": f'client = settings.Client(api_key="{GITHUB}")',
         "assigned_secret": f'password = "{PASSWORD}"',
         "aws_access_key": f'aws_key_id = "{AWS}"',
-        "control": "client = Client(api_key=settings.API_KEY)",
+        "control": "client = settings.Client(api_key=settings.API_KEY)",
     },
 )
 JAVASCRIPT = Language(
