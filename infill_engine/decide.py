@@ -152,6 +152,8 @@ def unbound(drafts: Sequence[Draft], seen: Seen) -> frozenset[str]:
     floor) that read a name nothing binds where they would land: Python's symbol table
     (finish/unbound.py); none in other languages. A line copied from elsewhere that does
     belongs elsewhere: `return s` where no `s` is bound raises NameError."""
+    if not drafts:
+        return frozenset()
     check = Check(seen.document, seen.language_id)
     return frozenset(
         d.text

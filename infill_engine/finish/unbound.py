@@ -115,18 +115,15 @@ def _reads_own(line: str) -> frozenset[str]:
 def forget() -> None:
     """Drop the blocks and documents the caches hold (syntax.forget_documents)."""
     _names.cache_clear()
-    _top_level_names.cache_clear()
+    top_level_names.cache_clear()
 
 
+@lru_cache(maxsize=4)  # one document's, for all the drafts of its requests
 def top_level_names(root: Node, text: bytes) -> frozenset[str] | None:
-    """Every name written in the top-level code of a Python document outside function and class
-    bodies (a definition's own name too), and every name a `global` statement declares: more
-    than it binds, never less. None where a star import may bind any name."""
-    return _top_level_names(root, text)
-
-
-@lru_cache(maxsize=4)
-def _top_level_names(root: Node, text: bytes) -> frozenset[str] | None:
+    """Every name written in the top-level code of a Python document `text` (parsed as `root`)
+    outside function and class bodies (a definition's own name too), and every name a `global`
+    statement declares: more than it binds, never less. None where a star import may bind any
+    name."""
     names: set[str] = set()
     nodes = list(root.children)
     while nodes:
