@@ -94,6 +94,31 @@ async def test_a_gate_of_zero_shows_it_as_the_user_types(
     assert after["drafts"]["drafted_only"] == before["drafts"]["drafted_only"] + 1 == 1
 
 
+async def test_a_line_that_reads_a_name_the_document_lacks_is_never_shown(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """users.py builds `User`s, which it imports; groups.py imports no `User`: the same line
+    there raises NameError, so it is no item, asked or not (decide.unbound). Importing it makes
+    the line an item again."""
+    (tmp_path / "pkg").mkdir()
+    typed = PATTERN.replace("[dict(r)", "[User(**r)")
+    (tmp_path / "pkg" / "users.py").write_text(
+        "from models import User\n\n\n" + typed.format("users")
+    )
+    groups = tmp_path / "pkg" / "groups.py"
+    groups.write_text(HOLE)
+    settings = {**SETTINGS, "drafts": {"trustModel": None, "gate": 0.0}}
+    await start(client, settings=settings, folders=[tmp_path])
+    await _indexed(client)
+    uri = groups.as_uri()
+    open_doc(client, uri, HOLE)
+    line = "result = [User(**r) for r in rows]"
+    assert await inline(client, uri, 2, 4, invoked=False) == []
+    assert line not in [item_text(i) for i in await inline(client, uri, 2, 4)]
+    change_doc(client, uri, 2, "from models import User\n\n\n" + HOLE)
+    assert [item_text(i) for i in await inline(client, uri, 5, 4, invoked=False)] == [line]
+
+
 async def test_drafts_off_gives_the_models_fills_alone(
     client: LanguageClient, tmp_path: Path
 ) -> None:
