@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from tree_sitter import Node, Parser, Tree
 
@@ -155,13 +155,17 @@ class Check:
             return False
         base = self._parsed()
         root = base.tree.root_node if base is not None else None
-        return unbound.reads_unbound(
-            self._compiled(), text, root, self._head + self._old + self._tail
-        )
+        return unbound.reads_unbound(self._compiled(), text, root, self._document)
+
+    @cached_property
+    def _document(self) -> bytes:
+        """The document's bytes, joined once: the parse cache and the top-level names' cache
+        hash it, and a bytes object hashes once."""
+        return self._head + self._old + self._tail
 
     def _parsed(self) -> _Parsed | None:
         if self._base is None:
-            self._base = _document_parse(self.language_id, self._head + self._old + self._tail)
+            self._base = _document_parse(self.language_id, self._document)
         return self._base
 
     def _compiled(self) -> Block:
