@@ -32,19 +32,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from .bindings import binding, renamed_by, renaming
 from .calls import signature
 from .history import Edit
 from .repeats import repeated
 from .shapes import reshaped, twin
 from .suggestion import Suggestion
 from .text import (
-    Token,
     behind,
-    changes,
     heading,
     in_comment,
     in_comments,
-    is_name,
     line_of,
     opcodes,
     shape,
@@ -58,20 +56,6 @@ MIN_TWIN_CHARS = 8  # a deleted line shorter than this ("}", "pass") has no mean
 
 EARLIER = 2  # edits before the last that still propose
 AGING = 0.85  # a proposal one edit older is this much less sure
-
-# A node's type's last word -> the fields that bind a name there: declarations, definitions and
-# assignments (not a binary expression's left side, which is read, not bound).
-_BINDS = {
-    "declaration": ("name", "left", "pattern", "declarator"),
-    "definition": ("name", "declarator"),
-    "declarator": ("name", "declarator"),
-    "item": ("name", "pattern"),
-    "spec": ("name",),
-    "assignment": ("left",),
-    "statement": ("left",),
-}
-
-_SCOPES = ("function", "method", "lambda", "closure", "constructor")
 
 
 def candidates(
@@ -103,7 +87,7 @@ def _after(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -> 
     found: list[Suggestion] = []
     before, after = tokens(last.lines_before), tokens(last.lines_after)
     ops = [op for op in opcodes(before, after) if op[0] != "equal"]
-    mapping = _renamed(ops, before, after)
+    mapping = renaming(ops, before, after)
     if mapping is not None:
         found += _rename(text, last, mapping, earlier, tree)
         found += signature(text, last)
@@ -116,36 +100,18 @@ def _after(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -> 
     return found
 
 
-def _renamed(
-    ops: Sequence[tuple[str, int, int, int, int]], before: Sequence[Token], after: Sequence[Token]
-) -> tuple[str, str] | None:
-    """(old, new) when every change is one name replaced by another, the same each time."""
-    pairs = set()
-    for tag, i1, i2, j1, j2 in ops:
-        if tag != "replace" or i2 - i1 != 1 or j2 - j1 != 1:
-            return None
-        old, new = before[i1].text, after[j1].text
-        if not (is_name(old) and is_name(new)):
-            return None
-        pairs.add((old, new))
-    return pairs.pop() if len(pairs) == 1 else None
-
-
 def _rename(
     text: str, last: Edit, mapping: tuple[str, str], earlier: Sequence[Edit], tree: Any | None
 ) -> list[Suggestion]:
     old, new = mapping
     at = last.start + last.new.find(new) if new in last.new else last.start
-    binding, scope = _binding(text, at, tree)
+    bound, scope = binding(text, at, tree)
     lo, hi = scope if scope is not None else (max(0, at - MAX_SCAN_CHARS), at + MAX_SCAN_CHARS)
     edited = line_of(text, last.start)[0], line_of(text, last.end)[1]
     refs = [m for m in words(text, old, lo, hi) if not edited[0] <= m.start() < edited[1]]
     if not refs:
         return []
-    again = any(
-        _renamed(changes(e), tokens(e.lines_before), tokens(e.lines_after)) == mapping
-        for e in earlier
-    )
+    again = any(renamed_by(e) == mapping for e in earlier)
     in_use = any(True for m in words(text, new, lo, hi) if not edited[0] <= m.start() < edited[1])
     prose = in_comment(text, at, tree)
     form = shape(tokens(last.lines_before))
@@ -158,7 +124,7 @@ def _rename(
         alike = [m for m, k in zip(refs, kinds, strict=True) if k == prose]
     if not alike:
         return []
-    if binding and not prose:
+    if bound and not prose:
         score = 0.9
     elif again:
         score = 0.85 if series else 0.6
@@ -177,55 +143,3 @@ def _rename(
     far = abs(text.count("\n", min(at, start), max(at, start)))
     score -= 0.1 * min(far / 200, 1.0)
     return [Suggestion(start, end, piece, "rename", round(max(score, 0.0), 4))]
-
-
-def _binding(text: str, offset: int, tree: Any | None) -> tuple[bool, tuple[int, int] | None]:
-    """(whether the name at offset is bound there, the str span of the scope a parameter or a
-    local binding lives in); (False, None) without a tree."""
-    if tree is None:
-        return False, None
-    data_prefix = len(text[:offset].encode("utf-8"))
-    node = tree.root_node.descendant_for_byte_range(data_prefix, data_prefix)
-    if node is None:
-        return False, None
-    bound, chain, n, params = False, list[Any](), node, None
-    while n is not None and len(chain) < 6:
-        chain.append(n)
-        n = n.parent
-    for depth, anc in enumerate(chain[1:4], start=1):
-        child = chain[depth - 1]
-        if "parameter" in anc.type:
-            bound, params = True, anc
-            break
-        fields = _BINDS.get(anc.type.split("_")[-1], ())
-        for field in fields:
-            f = anc.child_by_field_name(field)
-            if f is not None and f.start_byte <= child.start_byte and child.end_byte <= f.end_byte:
-                bound = True
-                break
-        if bound or fields:
-            # A binding node whose binding fields do not hold the name holds it in its value
-            # (`p = strchr(s, c)`: strchr is read, not bound, however high the declaration).
-            break
-    if not bound:
-        return False, None
-    scope = node.parent
-    while scope is not None and not _is_scope(scope.type):
-        scope = scope.parent
-    if scope is None and params is not None:
-        scope = params.parent  # a prototype's parameter: its name means nothing past it
-        while scope is not None and "parameter" in scope.type:
-            scope = scope.parent
-    if scope is None:
-        return True, None
-    named = scope.child_by_field_name("name")
-    if named is not None and named.start_byte <= node.start_byte < named.end_byte:
-        return True, None  # the function's own name: its references are outside it
-    data = text.encode("utf-8")
-    return True, (len(data[: scope.start_byte].decode("utf-8", "replace")),
-                  len(data[: scope.end_byte].decode("utf-8", "replace")))  # fmt: skip
-
-
-def _is_scope(kind: str) -> bool:
-    """A function-like node (not its declarator or its parameters)."""
-    return any(k in kind for k in _SCOPES) and not any(k in kind for k in ("declarator", "param"))
