@@ -4,6 +4,9 @@ server's inline items (lsp_server/completion/inline.py), `dllm-infill fill`, and
 service's routes (the native call's `shown`, llama.cpp's `/infill`, OpenAI's `/v1/completions`).
 
 In order:
+0. The names just renamed (`Seen.renamed`, edits/renames.py: the edit history's renames at a
+   binding whose scope holds the cursor) are written as their new names in every fill and
+   draft: a line copied from where the rename has not reached yet reads the old one.
 1. Whether the model's fills can be shown at all (`Policy.model_shown`), known before the model
    runs: an automatic trigger shows an untrusted model's fills never (drafts.rank), so a caller
    that knows it skips the model pass and decides on the drafts alone.
@@ -28,6 +31,7 @@ from dataclasses import dataclass, replace
 
 from .drafts.draft import Draft
 from .drafts.rank import FLOOR, Choice, choose
+from .edits.renames import Renames, rename
 from .finish import finish
 from .finish.postprocess import Indent
 from .finish.syntax import Around, Check
@@ -47,16 +51,20 @@ class Seen:
     """The hole as the decision reads it. `document`: the whole text around the insertion (the
     syntax check reads it: the model's context is cut to token budgets, often mid-string);
     `prefix` and `suffix`: the context the model saw (the text steps read it); `kind`: the
-    planned hole kind ("" when nothing was planned)."""
+    planned hole kind ("" when nothing was planned); `renamed`: the names the edits just made
+    renamed where the cursor is (edits/renames.py), none where no history is kept."""
 
     document: Around
     prefix: str
     suffix: str
     language_id: str
     kind: str = ""
+    renamed: Renames = ()
 
     @classmethod
-    def whole(cls, text: str, offset: int, language_id: str, kind: str = "") -> Seen:
+    def whole(
+        cls, text: str, offset: int, language_id: str, kind: str = "", renamed: Renames = ()
+    ) -> Seen:
         """A hole in `text` with no model's context to go by (none ran, or it saw all of it):
         the text steps read the lines within CONTEXT_CHARS of the cursor, as they would read a
         model's context (reading a 2 MB document whole, eight drafts over, took seconds)."""
@@ -64,7 +72,8 @@ class Seen:
         end = text.rfind("\n", offset, offset + CONTEXT_CHARS)
         end = len(text) if end < 0 or offset + CONTEXT_CHARS >= len(text) else end
         before, after = text[:offset], text[offset:]
-        return cls(Around(before, after), text[start:offset], text[offset:end], language_id, kind)
+        context = text[start:offset], text[offset:end]
+        return cls(Around(before, after), *context, language_id, kind, renamed)
 
     @property
     def typed(self) -> str:
@@ -114,9 +123,11 @@ def decide(
     showing."""
     one_line = policy.automatic and seen.kind not in BODY_KINDS
     shown: list[str] = []
+    if seen.renamed:
+        found = _renamed(found, seen.renamed)
     if policy.model_shown:
         for raw in fills:
-            text = _finish(raw, seen, policy.indent, one_line)
+            text = _finish(rename(raw, seen.renamed), seen, policy.indent, one_line)
             if text and text not in shown:
                 shown.append(text)
     drafts = finished(found, seen, policy.indent)
@@ -145,6 +156,15 @@ def finished(found: Sequence[Draft], seen: Seen, indent: Indent | None = None) -
         if text:
             out.append(replace(d, text=text))
     return out
+
+
+def _renamed(found: Sequence[Draft], pairs: Renames) -> list[Draft]:
+    """The drafts with the renamed names written new, each text once (the first, best)."""
+    out: dict[str, Draft] = {}
+    for d in found:
+        text = rename(d.text, pairs)
+        out.setdefault(text, d if text == d.text else replace(d, text=text))
+    return list(out.values())
 
 
 def unbound(drafts: Sequence[Draft], seen: Seen) -> frozenset[str]:

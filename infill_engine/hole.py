@@ -45,7 +45,9 @@ class Hole:
     `text`, when the caller keeps one. `extra`: other files' (path, text) chunks, the most
     relevant last, placed before the prefix within `extra_tokens` of their own. `drafts`: the
     caller's own (a workspace index's) for the cursor; `drafting`: look for more in the text and
-    the chunks (drafts/). `deadline_ms`: give up if not started by then.
+    the chunks (drafts/); `renamed`: names the caller's edit history renamed where the cursor is,
+    (old, new) (edits/renames.py), which the drafts and the decision read as the new names.
+    `deadline_ms`: give up if not started by then.
 
     The defaults are the native call's (service/native.py), so a caller names only what it sets.
     """
@@ -65,6 +67,7 @@ class Hole:
     extra_tokens: int = EXTRA_TOKENS
     drafts: tuple[drafts.Draft, ...] = ()
     drafting: bool = True
+    renamed: tuple[tuple[str, str], ...] = ()
     deadline_ms: float | None = None
 
     def __post_init__(self) -> None:
@@ -162,7 +165,9 @@ def prepare(engine: Any, hole: Hole) -> Prepared:
     found: list[drafts.Draft] = []
     if hole.end is None and hole.drafting:
         python = hole.language_id == "python"
-        found = drafts.gather(text, hole.offset, hole.extra, hole.drafts, python=python)
+        found = drafts.gather(
+            text, hole.offset, hole.extra, hole.drafts, python=python, renamed=hole.renamed
+        )
     if found and p.speculate != "off":  # the best few, as ids for the decoding (speculate.py)
         ids = tuple(tuple(engine.encode(d.text)) for d in found[: drafts.IN_DECODING])
         requests = [dataclasses.replace(r, drafts=ids) for r in requests]

@@ -74,12 +74,15 @@ def gather(
     carried: Iterable[Draft] = (),
     limit: int = LIMIT,
     python: bool = True,
+    renamed: Iterable[tuple[str, str]] = (),
 ) -> list[Draft]:
     """Drafts for the cursor at `offset` of `text`: from the text itself, from the other files'
     chunks `extra` ((path, text), as the request carries them), and the `carried` ones a client
     found, the best `limit` distinct texts first. Imports are drafted only when `python` (the
     text is Python, or of no language known): then the chunks' imports are read too. A line
-    draft that reads another function's own name is none (strangers.py)."""
+    draft that reads another function's own name is none (strangers.py), unless the name is
+    one of `renamed`'s old names ((old, new): edits/renames.py), which the decision writes new
+    (decide.py)."""
     indices = [document_index(text, offset)]
     indices += [LineIndex.build(path, "extra", chunk, python=python) for path, chunk in extra]
     cur = Cursor.at(text, offset, python)
@@ -87,6 +90,7 @@ def gather(
     typed = set(IDENT.findall(cur.typed))  # the user's own, whoever else binds them
     read = {d.text: reads(cur.typed + d.text) - typed for d in found if "\n" not in d.text}
     away = strangers(text, offset, set().union(*read.values()), python)
+    away -= {old for old, _ in renamed}
     return [d for d in found if not read.get(d.text, set()) & away]
 
 

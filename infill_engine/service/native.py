@@ -72,6 +72,8 @@ MAX_BUDGET = 32768
 MAX_EXTRA_CHUNKS = 64
 MAX_EXTRA_CHARS = 1_000_000  # all chunks together
 MAX_DRAFTS = 16
+MAX_RENAMES = 16  # an edit history's (edits/history.py MAX_EDITS)
+MAX_NAME_CHARS = 256
 TRIGGERS: dict[str, Priority] = {
     "automatic": "automatic",
     "invoked": "invoked",
@@ -117,6 +119,25 @@ def parse_drafts(raw: Any) -> list[drafts.Draft]:
         raise BadRequest(str(e)) from None
 
 
+def parse_renames(raw: Any) -> tuple[tuple[str, str], ...]:
+    """Names renamed where the cursor is: a list of [old, new] pairs of names (edits/renames.py)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > MAX_RENAMES:
+        raise BadRequest(f"renamed must be a list of at most {MAX_RENAMES} [old, new] pairs")
+    pairs = []
+    for item in raw:
+        if not (
+            isinstance(item, list | tuple)
+            and len(item) == 2
+            and all(isinstance(n, str) and 0 < len(n) <= MAX_NAME_CHARS for n in item)
+            and all(n.replace("$", "_").isidentifier() for n in item)
+        ):
+            raise BadRequest("each renamed pair is [old, new], two names")
+        pairs.append((str(item[0]), str(item[1])))
+    return tuple(pairs)
+
+
 def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> Hole:
     """A v2/infill request as the one hole; `BadRequest` names the first wrong field."""
     text = msg.get("text")
@@ -150,6 +171,7 @@ def parse_native(msg: dict[str, Any], max_chars: int = MAX_DOCUMENT_CHARS) -> Ho
         extra_tokens=_int(msg.get("extraTokens"), "extraTokens", 0, MAX_BUDGET, EXTRA_TOKENS),
         drafts=tuple(parse_drafts(msg.get("drafts"))),
         drafting=_flag(msg.get("draft"), "draft"),
+        renamed=parse_renames(msg.get("renamed")),
     )
 
 
@@ -192,6 +214,7 @@ def shown(
         text[ask.after : ctx.suffix_end],
         ask.language_id,
         prepared.plan.kind,
+        ask.renamed,
     )
     policy = Policy(
         automatic=ask.priority == "automatic",

@@ -374,7 +374,7 @@ def typed_change(uri: str, version: int, step: Step) -> Any:
     )
 
 
-def _uri(commit: Commit, order: str) -> str:
+def replay_uri(commit: Commit, order: str) -> str:
     return f"file:///replay/{commit.repo}/{commit.sha[:12]}/{order}/{commit.path}"
 
 
@@ -429,7 +429,7 @@ async def replay(
         for commit in commits:
             for order in orders:
                 tally = groups.setdefault((commit.language, order), Tally())
-                uri, version = _uri(commit, order), 1
+                uri, version = replay_uri(commit, order), 1
                 client.text_document_did_open(
                     lsp.DidOpenTextDocumentParams(
                         lsp.TextDocumentItem(uri, commit.language_id, version, commit.text)
@@ -494,7 +494,7 @@ def in_process_candidates(commit: Commit, order: str) -> Iterator[Probe]:
     from infill_engine.edits.suggestion import sound
     from lsp_server.workspace.documents import Documents
 
-    docs, uri = Documents(), _uri(commit, order)
+    docs, uri = Documents(), replay_uri(commit, order)
     doc = docs.open(uri, commit.language_id, 1, commit.text)
     for version, step in enumerate(steps(commit, order), start=2):
         docs.change(did_change(uri, version, step), ENC)

@@ -22,6 +22,8 @@ from typing import Any
 from infill_engine import languages
 from infill_engine.decide import Choice, Policy, Seen, decide, trusted
 from infill_engine.drafts import Draft, gather
+from infill_engine.edits.history import Edit
+from infill_engine.edits.renames import Renames, renames
 from infill_engine.finish import Around, Indent
 from infill_engine.scheduler import Priority
 from infill_engine.workspace.index import WorkspaceIndex
@@ -45,6 +47,7 @@ class Ask:
     invoked: bool  # the user asked explicitly (else: automatic, as they type)
     tree: Any | None = None  # the document's current tree-sitter tree, when it has a grammar
     indent: Indent | None = None  # the editor's formatting options, when it sent them
+    edits: tuple[Edit, ...] = ()  # the document's recent edits, oldest first (History.edits())
 
 
 def model_trusted(opts: Options) -> bool:
@@ -143,6 +146,8 @@ class Completer:
                 await asyncio.to_thread(self.workspace.drafts, ask.uri, ask.text, ask.offset)
             )
         policy = self.policy(ask, opts)
+        # a name just renamed is the name to use (decide, step 0)
+        renamed = renames(ask.text, ask.edits, ask.tree, ask.offset) if ask.edits else ()
         if not policy.model_shown and not drafting:
             return []  # the model's fills cannot be shown here, and there are no drafts
         if not policy.model_shown:
@@ -153,14 +158,14 @@ class Completer:
             python = ask.language_id == "python"  # Python's imports are read for Python alone
 
             def drafts_alone() -> list[Choice]:
-                drafted = gather(ask.text, ask.offset, extra, found, python=python)
-                seen = Seen.whole(ask.text, ask.offset, ask.language_id)
+                drafted = gather(ask.text, ask.offset, extra, found, python=python, renamed=renamed)
+                seen = Seen.whole(ask.text, ask.offset, ask.language_id, renamed=renamed)
                 return decide([], drafted, seen, policy)
 
             chosen = await asyncio.to_thread(drafts_alone)
             self.drafted_only += 1
         else:
-            filled = await self._fill(ask, opts, extra, budget, found)
+            filled = await self._fill(ask, opts, extra, budget, found, renamed)
             if filled is None:
                 return []
             results = filled.results
@@ -168,7 +173,8 @@ class Completer:
             # the context the model saw; the syntax check reads the whole document
             before, after = ask.text[: ask.offset], ask.text[ask.offset :]
             prefix, suffix = ask.text[filled.start : ask.offset], ask.text[ask.offset : filled.stop]
-            seen = Seen(Around(before, after), prefix, suffix, ask.language_id, filled.kind)
+            around = Around(before, after)
+            seen = Seen(around, prefix, suffix, ask.language_id, filled.kind, renamed)
             fills = [r.text for r in results]
             drafted = filled.drafts if drafting else ()
             # off the event loop: the syntax check of a long fill takes tens of milliseconds
@@ -185,6 +191,7 @@ class Completer:
         extra: tuple[tuple[str, str], ...],
         budget: int,
         found: tuple[Draft, ...],
+        renamed: Renames = (),
     ) -> Filled | None:
         """The model's fills of the hole, or None when a newer request took over or this one
         was cancelled while it ran."""
@@ -205,6 +212,7 @@ class Completer:
             extra_tokens=budget,
             drafts=found,
             drafting=opts.drafts.enabled,
+            renamed=renamed,
         )
         if (old := self._inflight.get(ask.uri)) is not None:
             old.set()  # a newer request on this document: the older one stops at its next pass

@@ -328,6 +328,8 @@ def native_body(hole: Hole, lo: int = 0, hi: int | None = None) -> dict[str, Any
         body["extraTokens"] = hole.extra_tokens
     if hole.drafts:
         body["drafts"] = [d.wire() for d in hole.drafts]
+    if hole.renamed:
+        body["renamed"] = [list(pair) for pair in hole.renamed]
     if hole.deadline_ms is not None:
         body["deadline_ms"] = hole.deadline_ms
     return body

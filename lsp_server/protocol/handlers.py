@@ -140,7 +140,10 @@ async def inline_completion(
     invoked = params.context.trigger_kind == lsp.InlineCompletionTriggerKind.Invoked
     started, cached = time.perf_counter(), ls.completer.typeahead.hits
     indent = ls.protocol.formatting.get(doc.uri) if isinstance(ls.protocol, Protocol) else None
-    ask = Ask(doc.uri, doc.text, offset, doc.language_id or "", invoked, doc.syntax_tree(), indent)
+    edits = tuple(doc.history.edits())
+    ask = Ask(
+        doc.uri, doc.text, offset, doc.language_id or "", invoked, doc.syntax_tree(), indent, edits
+    )
     ls.documents.viewed.saw(doc.uri, doc.text, offset)  # what the user looks at: next edits read it
     version = doc.version
     try:

@@ -119,6 +119,40 @@ async def test_a_line_that_reads_a_name_the_document_lacks_is_never_shown(
     assert [item_text(i) for i in await inline(client, uri, 5, 4, invoked=False)] == [line]
 
 
+async def test_a_parameter_just_renamed_is_the_name_a_copied_line_reads(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    """users.py closes its `db`; in groups.py the user renamed the parameter `db` to `conn`.
+    The line copied from users.py is offered as `conn.close()` (edits/renames.py). Opened as
+    it now stands, with no edit made, the document says nothing of a rename: `db.close()` reads
+    a name nothing binds (never shown) and nothing writes it `conn.close()`."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "users.py").write_text(
+        "def load_users(db):\n    rows = db.query('users')\n    db.close()\n    return rows\n"
+    )
+    before = "def load_groups(db):\n    rows = db.query('groups')\n    \n    return rows\n"
+    after = before.replace("db", "conn")
+    (tmp_path / "pkg" / "groups.py").write_text(before)
+    settings = {**SETTINGS, "drafts": {"trustModel": None, "gate": 0.0}}
+    await start(client, settings=settings, folders=[tmp_path])
+    await _indexed(client)
+    uri = (tmp_path / "pkg" / "groups.py").as_uri()
+    open_doc(client, uri, before)
+    change_doc(client, uri, 2, before.replace("(db)", "(conn)"))  # at the binding
+    change_doc(client, uri, 3, after)  # and carried to its reference
+    # unasked (the drafts alone, no model pass), then asked (the model's fills too)
+    assert [item_text(i) for i in await inline(client, uri, 2, 4, invoked=False)] == [
+        "conn.close()"
+    ]
+    change_doc(client, uri, 4, after + "\n")  # no typed-ahead answer: a fresh request
+    items = [item_text(i) for i in await inline(client, uri, 2, 4)]
+    assert items[0] == "conn.close()" and not any("db" in t for t in items)
+    fresh = (tmp_path / "pkg" / "fresh.py").as_uri()
+    open_doc(client, fresh, after)
+    items = [item_text(i) for i in await inline(client, fresh, 2, 4)]
+    assert "conn.close()" not in items and "db.close()" not in items
+
+
 async def test_drafts_off_gives_the_models_fills_alone(
     client: LanguageClient, tmp_path: Path
 ) -> None:

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from infill_engine.drafts import Draft
 from infill_engine.hole import Hole
 from infill_engine.params import InfillParams
 from infill_engine.service.native import parse_native
+from infill_engine.service.wire import BadRequest
 from lsp_server.engines.engine_service import native_body
 
 TEXT = "import os\n\n\ndef walk(root):\n    for name in os.listdir(root):\n        \n"
@@ -32,9 +35,27 @@ def test_a_hole_survives_the_wire_whole() -> None:
         extra_tokens=64,
         drafts=(Draft("print(name)", "workspace", 0.7, "pkg/util.py:2"),),
         drafting=False,
+        renamed=(("root", "top"), ("$el", "node")),
     )
     body = json.loads(json.dumps(native_body(hole)))  # as an HTTP client sends it
     assert parse_native(body) == hole
+
+
+@pytest.mark.parametrize(
+    "renamed",
+    [
+        "root",
+        [["root"]],
+        [["root", "a b"]],
+        [["root", ""]],
+        [["root", 3]],
+        [["root", "x" * 300]],
+        [["a", "b"]] * 17,
+    ],
+)
+def test_a_bad_renamed_field_is_a_clear_error(renamed: object) -> None:
+    with pytest.raises(BadRequest, match="renamed"):
+        parse_native({"text": TEXT, "offset": CURSOR, "renamed": renamed})
 
 
 def test_a_selection_in_a_window_keeps_its_offsets_relative_to_the_window() -> None:
