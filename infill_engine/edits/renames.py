@@ -54,7 +54,7 @@ def renames(text: str, edits: Sequence[Edit], tree: Any | None, offset: int) -> 
             if v == old:
                 mapping[k] = new
         mapping.setdefault(old, new)
-        mapping.pop(new, None)  # renamed back: the new name is itself again
+        mapping.pop(new, None)  # the new name is bound here now: an older rename of it is over
     return tuple((k, v) for k, v in mapping.items() if k != v)
 
 
