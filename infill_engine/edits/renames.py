@@ -15,13 +15,12 @@ bind the same local, and a renamed one leaves the other's alone): then it is not
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from .bindings import binding, renamed_by
 from .history import Edit
-from .text import tokens
+from .text import tokens, words
 
 Renames = tuple[tuple[str, str], ...]  # (old, new), applied in order
 
@@ -65,7 +64,7 @@ def rename(text: str, pairs: Renames) -> str:
     if not pairs or not text:
         return text
     mapping = dict(pairs)
-    if not any(re.search(rf"(?<![\w$]){re.escape(old)}(?![\w$])", text) for old in mapping):
+    if not any(next(words(text, old, 0, len(text)), None) for old in mapping):
         return text
     out: list[str] = []
     at = skip = 0  # skip: where the comment (or the #include) a token was in ends
@@ -90,8 +89,8 @@ def _end(found: int, default: int) -> int:
 
 def _bound_again(text: str, old: str, lo: int, hi: int, tree: Any | None) -> bool:
     """Whether `old` is still bound somewhere in text[lo:hi] (the tree's binding test)."""
-    pattern = re.compile(rf"(?<![\w$.]){re.escape(old)}(?![\w$])")
-    for n, m in enumerate(pattern.finditer(text, lo, hi)):
+    named = (m for m in words(text, old, lo, hi) if text[m.start() - 1 : m.start()] != ".")
+    for n, m in enumerate(named):
         if n >= MAX_BINDINGS_READ:
             return False
         if binding(text, m.start(), tree)[0]:

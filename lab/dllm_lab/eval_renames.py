@@ -27,7 +27,6 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from infill_engine.decide import Policy, Seen, decide
 from infill_engine.drafts import gather
@@ -72,38 +71,33 @@ def _lines(text: str, hunk: Span, pairs: Renames) -> Iterable[tuple[str, int, st
 
 
 def evaluate(commits: Sequence[Commit], orders: Sequence[str], progress: bool = False) -> dict:
+    from tqdm import tqdm
+
     tallies: dict[str, Counter[str]] = {}
-    bar = _bar(len(commits) * len(orders), progress)
-    for commit in commits:
+    bar = tqdm(commits, desc="commits", unit="commit", file=sys.stderr, disable=not progress)
+    for commit in bar:
         for order in orders:
-            bar.update(1)
             for text, cursor, truth, pairs in holes(commit, order):
                 t = tallies.setdefault(commit.language, Counter())
                 _hole(t, text, cursor, truth, pairs, commit.language_id)
-    bar.close()
     pooled = sum(tallies.values(), Counter())
     return {lang: dict(t) for lang, t in sorted({**tallies, "pooled": pooled}.items())}
 
 
 def _hole(t: Counter[str], text: str, cursor: int, truth: str, pairs: Renames, lang: str) -> None:
     t["holes"] += 1
-    for trigger in TRIGGERS:
-        firsts = []
-        for way, renamed in (("plain", ()), ("renamed", pairs)):
-            found = gather(text, cursor, python=lang == "python", renamed=renamed)
-            seen = Seen.whole(text, cursor, lang, renamed=renamed)
+    firsts: dict[str, list[str | None]] = {trigger: [] for trigger in TRIGGERS}
+    for way, renamed in (("plain", ()), ("renamed", pairs)):
+        found = gather(text, cursor, python=lang == "python", renamed=renamed)
+        seen = Seen.whole(text, cursor, lang, renamed=renamed)
+        for trigger in TRIGGERS:
             shown = decide([], found, seen, Policy(trigger == "automatic", False))
             first = shown[0].text.strip() if shown else None
-            firsts.append(first)
+            firsts[trigger].append(first)
             t[f"{trigger}_{way}_shown"] += first is not None
             t[f"{trigger}_{way}_exact"] += first == truth
-        t[f"{trigger}_changed"] += firsts[0] != firsts[1]
-
-
-def _bar(total: int, on: bool) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="commits", unit="commit", file=sys.stderr, disable=not on)
+    for trigger, (plain, renamed_first) in firsts.items():
+        t[f"{trigger}_changed"] += plain != renamed_first
 
 
 def main(argv: list[str] | None = None) -> int:

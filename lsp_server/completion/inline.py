@@ -146,10 +146,10 @@ class Completer:
                 await asyncio.to_thread(self.workspace.drafts, ask.uri, ask.text, ask.offset)
             )
         policy = self.policy(ask, opts)
-        # a name just renamed is the name to use (decide, step 0)
-        renamed = renames(ask.text, ask.edits, ask.tree, ask.offset) if ask.edits else ()
         if not policy.model_shown and not drafting:
             return []  # the model's fills cannot be shown here, and there are no drafts
+        # a name just renamed is the name to use (decide, step 0)
+        renamed = renames(ask.text, ask.edits, ask.tree, ask.offset) if ask.edits else ()
         if not policy.model_shown:
             # None of the model's fills could be shown (an automatic trigger and an untrusted
             # model, or a language the model does not know): no model pass, the drafts alone,
