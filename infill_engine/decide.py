@@ -13,9 +13,11 @@ In order:
 2. Every candidate is finished (finish/): the fills on the context the model saw, the drafts on
    the document, both checked against the whole document, in the editor's indentation (given,
    or read from the document), one line where the hole wants one. What the finish empties goes.
-3. The drafts that read a name nothing binds where they land (`unbound`: Python's symbol
-   table, finish/unbound.py) are never shown. They stay in the list the gate reads: a competitor
-   taken away would make the next draft look surer than it is.
+3. Vetoes (`vetoed`), in Python: the drafts that read a name nothing binds where they land
+   (Python's symbol table, finish/unbound.py), and the imports that add nothing (a name
+   imported already; unasked, a name the code does not use: drafts/imports.py) are never
+   shown. They stay in the list the gate reads: a competitor taken away would make the next
+   draft look surer than it is.
 4. The ranking and the gate (drafts.rank.choose): which drafts are sure enough to show unasked,
    whether the model is trusted, the order for an invoked request.
 
@@ -30,13 +32,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .drafts.draft import Draft
+from .drafts.imports import adds_nothing, imported_names, is_python
 from .drafts.rank import FLOOR, Choice, choose
 from .edits.renames import Renames, rename
 from .finish import finish
 from .finish.postprocess import Indent
 from .finish.syntax import Around, Check
 
-__all__ = ["BODY_KINDS", "Choice", "Policy", "Seen", "decide", "finished", "trusted", "unbound"]
+__all__ = ["BODY_KINDS", "Choice", "Policy", "Seen", "decide", "finished", "trusted", "vetoed"]
 
 # The context the text steps read around a cursor where no model's context says (about that of
 # the default budgets, 1024 tokens before and 512 after).
@@ -139,7 +142,7 @@ def decide(
         policy.trust_model,
         typed=seen.typed,
         language_id=seen.language_id,
-        vetoed=unbound(drafts, seen),
+        vetoed=vetoed(drafts, seen, policy.automatic),
     )
     return chosen[: policy.limit] if policy.limit else chosen
 
@@ -167,19 +170,31 @@ def _renamed(found: Sequence[Draft], pairs: Renames) -> list[Draft]:
     return list(out.values())
 
 
-def unbound(drafts: Sequence[Draft], seen: Seen) -> frozenset[str]:
+def vetoed(drafts: Sequence[Draft], seen: Seen, automatic: bool) -> frozenset[str]:
     """The texts of the finished drafts that could be shown (the first, and those over the
-    floor) that read a name nothing binds where they would land: Python's symbol table
-    (finish/unbound.py); none in other languages. A line copied from elsewhere that does
-    belongs elsewhere: `return s` where no `s` is bound raises NameError."""
-    if not drafts:
+    floor) that are never shown, in Python (none in other languages):
+    - a line that reads a name nothing binds where it would land (Python's symbol table,
+      finish/unbound.py): a line copied from elsewhere that does belongs elsewhere (`return s`
+      where no `s` is bound raises NameError);
+    - an import that adds nothing (imports.adds_nothing): it imports a name the module imports
+      already, or, unasked (`automatic`), one the code does not use."""
+    if not drafts or not is_python(language_id=seen.language_id):
         return frozenset()
     check = Check(seen.document, seen.language_id)
-    return frozenset(
-        d.text
-        for i, d in enumerate(drafts)
-        if (i == 0 or d.score >= FLOOR) and check.reads_unbound(d.text)
-    )
+    lines: list[str] = []
+    out = set()
+    for i, d in enumerate(drafts):
+        if i and d.score < FLOOR:
+            continue
+        line = seen.typed + d.text
+        if imported_names(line.strip()) and not lines:
+            before, after = seen.document.before, seen.document.after
+            cut = after.find("\n")
+            lines = before[: before.rfind("\n") + 1].split("\n")
+            lines += after[cut + 1 :].split("\n") if cut >= 0 else []
+        if check.reads_unbound(d.text) or adds_nothing(line, lines, not automatic):
+            out.add(d.text)
+    return frozenset(out)
 
 
 def _finish(raw: str, seen: Seen, indent: Indent | None, one_line: bool) -> str | None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from .blocks import in_functions
 from .draft import Draft
 from .idents import IDENT, jaccard
-from .imports import code_names, imported_names, is_python
+from .imports import imported_names, imports_and_uses, is_python
 from .weights import WEIGHTS, Weights, score
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|[^\sA-Za-z0-9_]")
@@ -230,15 +230,9 @@ class Cursor:
         prev_raw = prev_lines[0] if prev_lines else ""
         near = (prev_raw.strip(), next_lines[0].strip() if next_lines else "")
         in_imports = python and any(imported_names(s) for s in near)
-        imported: set[str] = set()
-        code = []  # the lines but the imports: what the names are used in
-        for line in before + after if in_imports else ():  # only import drafts read them
-            if (s := line.strip()).startswith(("import ", "from ")) and (
-                names := imported_names(s)
-            ):
-                imported |= names  # imports anywhere, a function's own too
-            else:
-                code.append(line)
+        # Imports anywhere, a function's own too, and the names the rest uses; only import
+        # drafts read them.
+        imported, used = imports_and_uses(before + after if in_imports else [])
         around = set()
         for line in prev_lines[:WINDOW] + next_lines[:WINDOW]:
             around.update(words(line))
@@ -254,8 +248,8 @@ class Cursor:
             known=frozenset(IDENT.findall(text[:start])) | frozenset(IDENT.findall(text[end:])),
             next_indent=len(indent_of(next_lines[0])) if next_lines else -1,
             in_imports=in_imports,
-            imported=frozenset(imported),
-            used=code_names("\n".join(code)),
+            imported=imported,
+            used=used,
             in_function=in_functions([*before[-MAX_SCOPE_ROWS:], indent + "_"])[-1],
         )
 

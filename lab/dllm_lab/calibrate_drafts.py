@@ -36,7 +36,7 @@ from functools import cached_property
 from pathlib import Path
 
 import grammars
-from infill_engine.decide import Seen, finished, unbound
+from infill_engine.decide import Seen, finished, vetoed
 from infill_engine.drafts import candidates, gather
 from infill_engine.drafts.draft import Draft
 from infill_engine.drafts.gate import FEATURES, GATES_FILE, Gate, decoration, gate_for
@@ -74,12 +74,13 @@ class Case:
     @property
     def gated(self) -> list[Draft]:
         """The served drafts where the gate reads them, else none: an automatic trigger is
-        answered here, and the best draft is no comment or rule (never shown unasked) and reads
-        no name that nothing binds where it lands (decide.unbound: never shown)."""
+        answered here, and the best draft is no comment or rule (never shown unasked) and no
+        veto of the decision's (decide.vetoed: a name nothing binds where it lands, an import
+        that adds nothing)."""
         ranked = self.served if self.automatic else []
         if not ranked or decoration(ranked[0].text, self.hole.language_id):
             return []
-        return [] if ranked[0].text in unbound(ranked[:1], self.seen) else ranked
+        return [] if ranked[0].text in vetoed(ranked[:1], self.seen, True) else ranked
 
     @cached_property
     def seen(self) -> Seen:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from infill_engine.decide import Policy, Seen, decide, unbound
+from infill_engine.decide import Policy, Seen, decide, vetoed
 from infill_engine.drafts import Draft
 from infill_engine.finish.syntax import Around, Check
 
@@ -75,7 +75,7 @@ def test_a_draft_that_reads_an_unbound_name_is_never_shown_and_promotes_none() -
         Draft("return s", "workspace", 7.0, "other.py:4"),
         Draft("total += len(flist)", "document", 6.0, "line 9"),
     ]
-    assert unbound(found, seen) == {"self.maxBytes = maxBytes", "return s"}
+    assert vetoed(found, seen, True) == {"self.maxBytes = maxBytes", "return s"}
     # Unasked, the gate reads the list as found and its best is never shown: the runner-up,
     # whose competitor it would otherwise have been, is not shown in its place.
     anything = Policy(automatic=True, trust_model=False, gate=0.0)
@@ -86,4 +86,4 @@ def test_a_draft_that_reads_an_unbound_name_is_never_shown_and_promotes_none() -
     assert [c.text for c in asked] == [found[1].text, found[3].text]
     # Other languages have no symbol table here: nothing is vetoed.
     go = Seen.whole("func f() {\n\t\n}\n", 11, "go")
-    assert unbound([Draft("return s", "workspace", 9.0)], go) == frozenset()
+    assert vetoed([Draft("return s", "workspace", 9.0)], go, True) == frozenset()
