@@ -104,3 +104,72 @@ def test_the_check_costs_a_block_not_the_document() -> None:
     for _ in range(20):
         assert check.clean("return x") and not check.clean("return x x")
     assert (time.perf_counter() - start) / 40 < 0.005
+
+
+# A hole breaks the statement it is in, and the parse of the document with the hole puts the
+# block's end where the true line would not: the line is checked again up to the next statement
+# at no indentation (each from held-out or standard-library holes the check used to reject).
+CUT_STATEMENTS = {
+    "a def's parameters": (
+        "import os\n\n\ndef raises(",
+        "err, lamda):",
+        "\n    try:\n        lamda()\n        return False\n    except err:\n        return True\n"
+        "\n\ndef other():\n    return os.sep\n",
+    ),
+    "a lambda among a dict's lists": (
+        "info = dict(\n    iadd=[\n        lambda a, b: None],\n    imatmul=[\n        lambda a,",
+        " b: None],",
+        "\n    imod=[\n        lambda a, b: None],\n)\n\nlater = 1\n",
+    ),
+    "an import under a try": (
+        "from collections.abc",
+        " import Sequence, Mapping",
+        "\n\ntry:\n    from .util import sentinel\nexcept ImportError:\n    sentinel = None\n",
+    ),
+    "a method's condition": (
+        "class E(Exception):\n    @property\n    def as_dict(self):\n        if not isinstance(",
+        "self.messages, dict):",
+        '\n            raise TypeError("not a dict")\n        return self.messages\n\n\n'
+        "class F(E):\n    pass\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CUT_STATEMENTS))
+def test_a_line_that_completes_a_statement_the_hole_broke_is_shown_whole(name: str) -> None:
+    before, text, after = CUT_STATEMENTS[name]
+    assert compiles(before + text + after)
+    assert _shown(before, text, after) == text
+    # what breaks the statement for good is rejected still
+    assert _shown(before, text + " )", after) != text + " )"
+    assert not compiles(before + text + " )" + after)
+
+
+def test_the_wider_window_ends_at_the_next_statement_at_no_indentation() -> None:
+    head = "x = 0\n# the next\ndef raises("
+    tail = "\n    return 1\n)\nelse_ = 2\n# note\nelse:\n    pass\n\nx = 3\ny = 4\n"
+    parsed = Check(Around(head, tail), "python")._parsed()
+    assert parsed is not None
+    block = Block(head.encode(), b"", tail.encode(), parsed.tree)
+    # a closing bracket, a comment and an `else:` go on with the statement before; `else_ =`
+    # is a statement of its own
+    assert block.wider == ("def raises(", "\n    return 1\n)")
+    big = Block(b"def f(", b"", ("\n" + "    x = 1\n" * 3000).encode(), None)
+    assert big.wider is None  # past MAX_WIDE_CHARS: not compiled
+
+
+def test_a_line_at_no_indentation_inside_a_string_does_not_end_the_window() -> None:
+    """The wider window ends at `Interactive:`, inside the f-string, so a candidate that opens
+    a string compiles in it: the whole document is what says no (markdown-it's cli/parse.py)."""
+    before = 'import argparse\n\n\ndef parse_args(args):\n    '
+    after = (
+        '\n    parser = argparse.ArgumentParser(\n        epilog=(\n            f"""\n'
+        'Interactive:\n\n  $ tool\n"""\n        ),\n    )\n    return parser.parse_args(args)\n'
+    )
+    assert compiles(before + after) and not compiles(before + 'f"""' + after)
+    check = Check(Around(before, after), "python")
+    wider = check._compiled().wider
+    assert wider is not None and wider[1].endswith('f"""')  # cut inside the string
+    assert compiles("".join((wider[0], 'f"""', wider[1])))
+    assert check.clean('f"""') is False
+    assert _shown(before, '"""Parse the arguments."""', after) == '"""Parse the arguments."""'
