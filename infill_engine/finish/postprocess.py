@@ -254,9 +254,21 @@ def drop_closed_brackets(
     following = "".join(suffix[: len(needed) * 64].split())
     if not following.startswith(needed):
         return completion
-    if prefix is not None and _closes_outer(prefix, len(run), following, comment):
+    if prefix is not None and (
+        _closes_outer(prefix, len(run), following, comment)
+        or ("\n" not in completion and _closes_its_line(prefix, len(run), suffix, comment))
+    ):
         return completion
     return completion[:end].rstrip(" \t\n") if completion[:end].strip() else ""
+
+
+def _closes_its_line(prefix: str, kept: int, suffix: str, comment: str) -> bool:
+    """Whether the last `kept` closers of a completion on one line close brackets opened on the
+    cursor's own line while the suffix's closers stand on a later line: `unsafe { f(n) }` before
+    `\n    }\n}` keeps its `}` (a block on one line), though the suffix's closers, its outer
+    blocks', read the same. On held-out Rust holes the true line lost its `}` so at 2 of 240."""
+    line = prefix[prefix.rfind("\n") + 1 :]
+    return len(_brackets(line, comment)[0]) >= kept and "\n" in suffix[: -len(suffix.lstrip())]
 
 
 def _closes_outer(prefix: str, kept: int, following: str, comment: str) -> bool:

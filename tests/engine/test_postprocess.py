@@ -259,3 +259,17 @@ def test_a_closer_of_a_bracket_opened_on_the_line_is_kept_where_the_suffix_close
     call = "x = f(a,"
     assert drop_suffix_overlap("\n  b)", "\n)\n", "#", call) == "\n  b"
     assert drop_suffix_overlap(" value: app }", suffix, "//") == " value: app"
+
+
+def test_a_one_line_block_keeps_its_closer_where_the_suffix_closes_outer_blocks_below() -> None:
+    """`unsafe { char:` + `:from_u32_unchecked(n) }` before `\n    }\n}`: the suffix's `}}`
+    close the `if` and the `fn`, which read the same as the completion's `}` and one of them
+    (held-out Rust, rand: the true line lost its `}`)."""
+    prefix = "fn f(n: u32) -> char {\n    if n > 0 {\n        unsafe { char:"
+    suffix = "\n    }\n}\n"
+    line = ":from_u32_unchecked(n) }"
+    assert drop_suffix_overlap(line, suffix, "//", prefix) == line
+    # the same closer before a suffix that closes on the cursor's line: dropped
+    assert drop_suffix_overlap(line, " }\n    }\n}\n", "//", prefix) == line[:-2]
+    # and a completion over lines, whose closer the suffix's next line holds: dropped
+    assert drop_suffix_overlap("\n  b)", "\n)\n", "#", "x = f(a,") == "\n  b"

@@ -161,7 +161,7 @@ def test_the_wider_window_ends_at_the_next_statement_at_no_indentation() -> None
 def test_a_line_at_no_indentation_inside_a_string_does_not_end_the_window() -> None:
     """The wider window ends at `Interactive:`, inside the f-string, so a candidate that opens
     a string compiles in it: the whole document is what says no (markdown-it's cli/parse.py)."""
-    before = 'import argparse\n\n\ndef parse_args(args):\n    '
+    before = "import argparse\n\n\ndef parse_args(args):\n    "
     after = (
         '\n    parser = argparse.ArgumentParser(\n        epilog=(\n            f"""\n'
         'Interactive:\n\n  $ tool\n"""\n        ),\n    )\n    return parser.parse_args(args)\n'
