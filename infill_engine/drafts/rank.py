@@ -57,7 +57,7 @@ def choose(
     finished: empty ones dropped), `found` the drafts, best first; `typed` what is typed on the
     cursor's line before it (after the indentation), which the gate reads; `gate` the
     confidence the best draft needs (None: the threshold calibrated for `language_id`);
-    `vetoed` the texts of drafts never shown (decide.unbound), though the gate reads them: with
+    `vetoed` the texts of drafts never shown (decide.vetoed), though the gate reads them: with
     the best vetoed, nothing is shown unasked."""
     said = {f.strip() for f in fills if f.strip()} if trust_model else set()
     showable = [d for d in found if d.score >= FLOOR and d.text not in vetoed]
