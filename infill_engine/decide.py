@@ -186,7 +186,7 @@ def vetoed(drafts: Sequence[Draft], seen: Seen, automatic: bool) -> frozenset[st
     for i, d in enumerate(drafts):
         if i and d.score < FLOOR:
             continue
-        line = seen.typed + d.text
+        line = seen.typed + d.text if "\n" not in d.text.strip() else ""  # one line
         if imported_names(line.strip()) and not lines:
             before, after = seen.document.before, seen.document.after
             cut = after.find("\n")
