@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from infill_engine.decide import Policy, Seen, decide, trusted
+from infill_engine.decide import Policy, Seen, decide, trusted, vetoed
 from infill_engine.drafts import Draft, gather
 from infill_engine.drafts.imports import adds_nothing
 from infill_engine.finish import Indent
@@ -142,6 +142,10 @@ def test_an_import_that_adds_nothing_is_never_shown_and_one_nothing_reads_never_
         rest = Draft(line.removeprefix("import "), "workspace", 9.0)
         chosen = decide([], [rest], Seen.whole(typed, AT + 7, "python"), Policy(False, False))
         assert bool(chosen) is asked, line
+    # a body of several lines is no one-line import, whatever its first line
+    body = Draft("import sys\nimport json", "workspace", 9.0)
+    assert vetoed([body], seen, True) == frozenset()
+    assert vetoed([Draft("import sys", "workspace", 9.0)], seen, False) == {"import sys"}
     # a __future__ import binds nothing the code reads, and is never idle
     assert not adds_nothing("from __future__ import annotations", MODULE.split("\n"), False)
 
