@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .drafts.draft import Draft
-from .drafts.imports import adds_nothing, imported_names, is_python
+from .drafts.imports import adds_nothing, imported_names, imports_and_uses, is_python
 from .drafts.rank import FLOOR, Choice, choose
 from .edits.renames import Renames, rename
 from .finish import finish
@@ -181,18 +181,20 @@ def vetoed(drafts: Sequence[Draft], seen: Seen, automatic: bool) -> frozenset[st
     if not drafts or not is_python(language_id=seen.language_id):
         return frozenset()
     check = Check(seen.document, seen.language_id)
-    lines: list[str] = []
+    module: tuple[frozenset[str], frozenset[str]] | None = None  # read once, for an import
     out = set()
     for i, d in enumerate(drafts):
         if i and d.score < FLOOR:
             continue
         line = seen.typed + d.text if "\n" not in d.text.strip() else ""  # one line
-        if imported_names(line.strip()) and not lines:
+        if module is None and imported_names(line.strip()):
             before, after = seen.document.before, seen.document.after
             cut = after.find("\n")
             lines = before[: before.rfind("\n") + 1].split("\n")
             lines += after[cut + 1 :].split("\n") if cut >= 0 else []
-        if check.reads_unbound(d.text) or adds_nothing(line, lines, not automatic):
+            module = imports_and_uses(lines, top=True)
+        idle = module is not None and adds_nothing(line, *module, asked=not automatic)
+        if idle or check.reads_unbound(d.text):
             out.add(d.text)
     return frozenset(out)
 

@@ -7,7 +7,7 @@ language is taken for an import."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from .idents import IDENT
 
@@ -66,8 +66,9 @@ def imports_and_uses(
     return frozenset(imported), code_names("\n".join(code))
 
 
-def adds_nothing(line: str, lines: Sequence[str], asked: bool) -> bool:
-    """Whether the one-line import `line` would add nothing to the document of `lines` (the
+def adds_nothing(line: str, imported: Set[str], used: Set[str], asked: bool) -> bool:
+    """Whether the one-line import `line` would add nothing to a document whose module-level
+    imports bind `imported` and whose code uses `used` (imports_and_uses(..., top=True), the
     cursor's own line left out): a name it binds is bound by a module-level import already (a
     second import of it is redundant, wherever it stands), or, unasked, the code uses not all
     of them (an import is written for a name the code reads). A `__future__` import binds
@@ -78,5 +79,4 @@ def adds_nothing(line: str, lines: Sequence[str], asked: bool) -> bool:
     names = imported_names(s := line.strip())
     if not names or s.startswith("from __future__"):
         return False
-    imported, used = imports_and_uses(lines, top=True)
     return bool(names & imported) or (not asked and not names <= used)

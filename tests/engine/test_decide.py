@@ -10,7 +10,7 @@ import pytest
 
 from infill_engine.decide import Policy, Seen, decide, trusted, vetoed
 from infill_engine.drafts import Draft, gather
-from infill_engine.drafts.imports import adds_nothing
+from infill_engine.drafts.imports import adds_nothing, imports_and_uses
 from infill_engine.finish import Indent
 
 # a body under the same opener in another file, indented by 4 spaces
@@ -147,7 +147,8 @@ def test_an_import_that_adds_nothing_is_never_shown_and_one_nothing_reads_never_
     assert vetoed([body], seen, True) == frozenset()
     assert vetoed([Draft("import sys", "workspace", 9.0)], seen, False) == {"import sys"}
     # a __future__ import binds nothing the code reads, and is never idle
-    assert not adds_nothing("from __future__ import annotations", MODULE.split("\n"), False)
+    module = imports_and_uses(MODULE.split("\n"), top=True)
+    assert not adds_nothing("from __future__ import annotations", *module, asked=False)
 
 
 def test_an_automatic_fill_keeps_to_one_line_except_on_a_body() -> None:
