@@ -105,7 +105,9 @@ def _rename(
 ) -> list[Suggestion]:
     old, new = mapping
     at = last.start + last.new.find(new) if new in last.new else last.start
-    bound, scope = binding(text, at, tree)
+    # `_` declared nothing: a name written in its place goes on as a series (the same change
+    # in the next `if _, ok := ...`), not within the block of the new declaration.
+    bound, scope = binding(text, at, tree, blocks=old != "_")
     lo, hi = scope if scope is not None else (max(0, at - MAX_SCAN_CHARS), at + MAX_SCAN_CHARS)
     edited = line_of(text, last.start)[0], line_of(text, last.end)[1]
     refs = [m for m in words(text, old, lo, hi) if not edited[0] <= m.start() < edited[1]]

@@ -279,3 +279,57 @@ def test_a_function_called_in_a_declaration_s_value_is_not_bound_there() -> None
     tree = grammars.parser("c").parse(text.encode())
     (s,) = [c for c in candidates(text, h.edits(), "c", at + 7, tree) if c.kind == "rename"]
     assert s.text == "strrchr" and s.score < 0.6
+
+
+BLOCK_LOCALS = {
+    # (text, what stands before the declaration renamed, its reference in the block; the
+    # same name nearer, outside the block, is another variable)
+    "go": (
+        "func f() {\n\terr := a()\n\tif _, err := g(); err == nil {\n\t\tx()\n\t\tx()\n"
+        "\t\tuse(err)\n\t}\n}\n",
+        "if _, ",
+        "use(err)",
+    ),
+    "c": (
+        "void f(int err) {\n  use(err);\n  for (int i = 0; i < 3; i++) {\n    int err = i;\n"
+        "    x();\n    x();\n    use(err);\n  }\n}\n",
+        "    int ",
+        "use(err);\n  }",
+    ),
+    "javascript": (
+        "function f(err) {\n  use(err);\n  if (a) {\n    let err = 1;\n    x();\n    x();\n"
+        "    use(err);\n  }\n}\n",
+        "let ",
+        "use(err);\n  }",
+    ),
+}
+
+
+@pytest.mark.parametrize("language", sorted(BLOCK_LOCALS))
+def test_a_renamed_block_local_is_carried_on_in_its_block_only(language: str) -> None:
+    """Where names are scoped by block, a local declared in a block (or in an `if` or `for`
+    header) is renamed there: the same name outside it, though nearer, is another variable."""
+    text, before, inside = BLOCK_LOCALS[language]
+    h = History()
+    at = text.index(before, text.index("\n")) + len(before)
+    text = replaced(text, at, at + 3, "bad", h)
+    tree = grammars.parser(language).parse(text.encode())
+    found = [c for c in candidates(text, h.edits(), language, at + 3, tree) if c.kind == "rename"]
+    assert [(c.start, c.text) for c in found] == [(text.index(inside) + 4, "bad")]
+
+
+def test_a_javascript_var_is_its_function_s_and_a_blank_goes_on_as_a_series() -> None:
+    h = History()
+    text = "function f() {\n  if (a) {\n    var err = 1;\n  }\n  use(err);\n}\n"
+    at = text.index("err =")
+    text = replaced(text, at, at + 3, "bad", h)
+    tree = grammars.parser("javascript").parse(text.encode())
+    (s,) = [c for c in candidates(text, h.edits(), "javascript", at, tree) if c.kind == "rename"]
+    assert s.start == text.index("use(err)") + 4
+    h = History()
+    text = "func f() {\n\tif _, ok := a(); ok {\n\t}\n\tif _, ok := b(); ok {\n\t}\n}\n"
+    at = text.index("_")
+    text = replaced(text, at, at + 1, "e1", h)
+    tree = grammars.parser("go").parse(text.encode())
+    (s,) = [c for c in candidates(text, h.edits(), "go", at, tree) if c.kind == "rename"]
+    assert s.start == text.index("_, ok := b()") and s.score >= 0.85
