@@ -20,12 +20,11 @@ from typing import Any
 
 from .bindings import binding, renamed_by
 from .history import Edit
-from .text import tokens, words
+from .text import receiver, tokens, words
 
 Renames = tuple[tuple[str, str], ...]  # (old, new), applied in order
 
 MAX_BINDINGS_READ = 64  # occurrences of an old name tested for a binding of their own
-_MEMBER = (".", "->", "::", "?.")  # what before a name makes it a member, not the binding's name
 
 
 def renames(text: str, edits: Sequence[Edit], tree: Any | None, offset: int) -> Renames:
@@ -75,9 +74,7 @@ def rename(text: str, pairs: Renames) -> str:
             skip = _end(text.find("\n", tok.start), len(text))
         elif text.startswith("/*", tok.start):
             skip = _end(text.find("*/", tok.start + 2), len(text) - 2) + 2
-        elif (new := mapping.get(tok.text)) is not None and not text[
-            max(0, tok.start - 8) : tok.start
-        ].rstrip().endswith(_MEMBER):
+        elif (new := mapping.get(tok.text)) is not None and receiver(text, tok.start) is None:
             out += [text[at : tok.start], new]
             at = tok.end
     return "".join(out) + text[at:] if out else text

@@ -27,7 +27,6 @@ so a request stays in milliseconds on large files.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -45,6 +44,7 @@ from .text import (
     in_comments,
     line_of,
     opcodes,
+    receiver,
     shape,
     tokens,
     words,
@@ -140,8 +140,21 @@ def _rename(
     nearest = min(alike, key=lambda m: (behind(way, at, m.start()), abs(m.start() - at)))
     line = line_of(text, nearest.start())
     same = [m for m in alike if line[0] <= m.start() < line[1]]
+    # Of the line's occurrences, those in the edit's role: a member of what the edit's was a
+    # member of (`valve.Context(r.Context())` after `valve.Context` became `valve.Lever`), or
+    # none where the edit's was no member.
+    role = receiver(text, at)
+    roles = [receiver(text, m.start()) for m in same]
+    kept = [m for m, r in zip(same, roles, strict=True) if r == role] or [
+        m for m, r in zip(same, roles, strict=True) if (r is None) == (role is None)
+    ]
+    same = kept or same
     start, end = same[0].start(), same[-1].end()
-    piece = re.sub(rf"(?<![\w$]){re.escape(old)}(?![\w$])", new, text[start:end])
+    piece, done = [], start
+    for m in same:
+        piece += [text[done : m.start()], new]
+        done = m.end()
+    piece.append(text[done:end])
     far = abs(text.count("\n", min(at, start), max(at, start)))
     score -= 0.1 * min(far / 200, 1.0)
-    return [Suggestion(start, end, piece, "rename", round(max(score, 0.0), 4))]
+    return [Suggestion(start, end, "".join(piece), "rename", round(max(score, 0.0), 4))]

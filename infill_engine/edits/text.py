@@ -95,6 +95,18 @@ def neighbours(text: str, start: int, end: int) -> tuple[str, ...]:
     return ("",) * (2 - len(left)) + (*left, *right) + ("",) * (2 - len(right))
 
 
+# `a.b`, `a?.b`, `a::b` (spaces allowed: a call chain over lines), `p->b` (none: `) -> T` is
+# a return type)
+_RECEIVER = re.compile(r"([\w$]*)\s*(?:(?:\.|::|\?\.)\s*|->)$")
+
+
+def receiver(text: str, offset: int) -> str | None:
+    """What the name at offset is a member of (`valve` in `valve.Close`; "" where that is no
+    plain name, as in `f().Close`); None where it is no member."""
+    found = _RECEIVER.search(text, max(0, offset - 64), offset)
+    return None if found is None else found.group(1)
+
+
 def kin(text: str, start: int, end: int, around: Sequence[str]) -> int:
     """How many of the tokens next to text[start:end] are those `around` another occurrence
     (neighbours): the same neighbours, the same construct."""

@@ -333,3 +333,20 @@ def test_a_javascript_var_is_its_function_s_and_a_blank_goes_on_as_a_series() ->
     tree = grammars.parser("go").parse(text.encode())
     (s,) = [c for c in candidates(text, h.edits(), "go", at, tree) if c.kind == "rename"]
     assert s.start == text.index("_, ok := b()") and s.score >= 0.85
+
+
+def test_a_rename_is_carried_on_at_the_names_in_the_edit_s_role_only() -> None:
+    """A member renamed on one receiver is renamed on that receiver (not `r.Context()`, another
+    type's member), and a local renamed is not written over a field of the same name."""
+    h = History()
+    text = "func f() {\n\tvalve.Context(ctx).Open()\n\tvalve.Context(r.Context()).Stop()\n}\n"
+    at = text.index("Context")
+    text = replaced(text, at, at + 7, "Lever", h)
+    (s,) = [c for c in candidates(text, h.edits(), "go", at) if c.kind == "rename"]
+    assert s.applied(text).splitlines()[2] == "\tvalve.Lever(r.Context()).Stop()"
+    h = History()
+    text = "def f(size):\n    self.size = size\n"
+    text = replaced(text, 6, 10, "n", h)
+    tree = grammars.parser("python").parse(text.encode())
+    (s,) = [c for c in candidates(text, h.edits(), "python", 7, tree) if c.kind == "rename"]
+    assert s.applied(text).splitlines()[1] == "    self.size = n"
