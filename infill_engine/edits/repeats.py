@@ -69,7 +69,11 @@ def repeated(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -
     pattern = re.compile(lead + re.escape(old) + trail)
     edited = line_of(text, last.start)[0], line_of(text, last.end)[1]
     lo, hi = max(0, last.start - MAX_SCAN_CHARS), last.start + MAX_SCAN_CHARS
-    found = [m for m in pattern.finditer(text, lo, hi) if not edited[0] <= m.start() < edited[1]]
+    found = [
+        m
+        for m in pattern.finditer(text, lo, hi)
+        if not edited[0] <= m.start() < edited[1] and not _done(text, m.start(), old, new)
+    ]
     if not found:
         return []
     form = shape(tokens(last.lines_before))
@@ -102,6 +106,14 @@ def repeated(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -
     score -= 0.15 * (settled and not (series or again))
     score += 0.1 * (len(found) == 1) - 0.1 * (len(found) > 6) - 0.1 * min(max(far - 20, 0) / 200, 1)
     return [Suggestion(m.start(), m.end(), new, "replace", round(min(max(score, 0.0), 0.95), 4))]
+
+
+def _done(text: str, at: int, old: str, new: str) -> bool:
+    """Whether the old text at `at` stands inside the new text already (`a == b` made
+    `a.resolve() == b.resolve()`: the old text is in the new one, and a line that reads so
+    has been changed)."""
+    k = new.find(old)
+    return 0 <= k <= at and text.startswith(new, at - k)
 
 
 def _in_use(text: str, name: str, edited: tuple[int, int]) -> bool:

@@ -350,3 +350,17 @@ def test_a_rename_is_carried_on_at_the_names_in_the_edit_s_role_only() -> None:
     tree = grammars.parser("python").parse(text.encode())
     (s,) = [c for c in candidates(text, h.edits(), "python", 7, tree) if c.kind == "rename"]
     assert s.applied(text).splitlines()[1] == "    self.size = n"
+
+
+def test_a_replacement_is_not_made_again_where_the_line_reads_as_its_result() -> None:
+    """`a == b` made `a.resolve() == b.resolve()`: a line that holds the new text already
+    holds the old one inside it, and is passed over for the next that does not."""
+    h = History()
+    text = "assert x == Path(e)\nassert y.resolve() == Path(e).resolve()\nassert z == Path(e), m\n"
+    at = text.index(" == Path(e)")
+    text = replaced(text, at, at + 11, ".resolve() == Path(e).resolve()", h)
+    (s,) = [c for c in candidates(text, h.edits(), "python", at) if c.kind == "replace"]
+    assert s.applied(text).splitlines()[1:] == [
+        "assert y.resolve() == Path(e).resolve()",
+        "assert z.resolve() == Path(e).resolve(), m",
+    ]
