@@ -305,34 +305,32 @@ BLOCK_LOCALS = {
 }
 
 
+def renames_after(text: str, old: str, at: int, new: str, language: str) -> list[Suggestion]:
+    """The rename candidates after `old` at `at` of text is renamed `new` (the text as
+    written is `text` with that edit: read the candidates' offsets there)."""
+    h = History()
+    text = replaced(text, at, at + len(old), new, h)
+    tree = grammars.parser(language).parse(text.encode())
+    return [c for c in candidates(text, h.edits(), language, at, tree) if c.kind == "rename"]
+
+
 @pytest.mark.parametrize("language", sorted(BLOCK_LOCALS))
 def test_a_renamed_block_local_is_carried_on_in_its_block_only(language: str) -> None:
     """Where names are scoped by block, a local declared in a block (or in an `if` or `for`
     header) is renamed there: the same name outside it, though nearer, is another variable."""
     text, before, inside = BLOCK_LOCALS[language]
-    h = History()
     at = text.index(before, text.index("\n")) + len(before)
-    text = replaced(text, at, at + 3, "bad", h)
-    tree = grammars.parser(language).parse(text.encode())
-    found = [c for c in candidates(text, h.edits(), language, at + 3, tree) if c.kind == "rename"]
+    found = renames_after(text, "err", at, "bad", language)
     assert [(c.start, c.text) for c in found] == [(text.index(inside) + 4, "bad")]
 
 
 def test_a_javascript_var_is_its_function_s_and_a_blank_goes_on_as_a_series() -> None:
-    h = History()
     text = "function f() {\n  if (a) {\n    var err = 1;\n  }\n  use(err);\n}\n"
-    at = text.index("err =")
-    text = replaced(text, at, at + 3, "bad", h)
-    tree = grammars.parser("javascript").parse(text.encode())
-    (s,) = [c for c in candidates(text, h.edits(), "javascript", at, tree) if c.kind == "rename"]
+    (s,) = renames_after(text, "err", text.index("err ="), "bad", "javascript")
     assert s.start == text.index("use(err)") + 4
-    h = History()
     text = "func f() {\n\tif _, ok := a(); ok {\n\t}\n\tif _, ok := b(); ok {\n\t}\n}\n"
-    at = text.index("_")
-    text = replaced(text, at, at + 1, "e1", h)
-    tree = grammars.parser("go").parse(text.encode())
-    (s,) = [c for c in candidates(text, h.edits(), "go", at, tree) if c.kind == "rename"]
-    assert s.start == text.index("_, ok := b()") and s.score >= 0.85
+    (s,) = renames_after(text, "_", text.index("_"), "e1", "go")
+    assert s.start == text.index("_, ok := b()") + 1 and s.score >= 0.85
 
 
 def test_a_rename_is_carried_on_at_the_names_in_the_edit_s_role_only() -> None:
