@@ -5,9 +5,10 @@ where the same intent goes on:
 
 * **rename**: one name replaced by another (every change on the lines the same mapping): the
   nearest other reference of the old name, in the scope of its binding when the tree says the
-  edit renamed a parameter or a local (tree-sitter), else in the file. Sure when the edit was at
-  a binding, or the same mapping was made before; unsure when the new name was already in use
-  there (that is a changed argument, not a rename).
+  edit renamed a parameter or a local (tree-sitter: a block-scoped local's block), else in the
+  file; on that line, the names in the edit's role (members of the same receiver, or plain
+  names). Sure when the edit was at a binding, or the same mapping was made before; unsure when
+  the new name was already in use there (that is a changed argument, not a rename).
 * **signature**: a parameter removed or added in a definition: the nearest call of that name with
   the old number of arguments loses that argument, or gets the parameter's name in its place.
 * **shape**: one line changed, and a line nearby has the same shape (the same tokens, names and
