@@ -91,7 +91,12 @@ def gather(
     read = {d.text: reads(cur.typed + d.text) - typed for d in found if "\n" not in d.text}
     away = strangers(text, offset, set().union(*read.values()), python)
     away -= {old for old, _ in renamed}
-    return [d for d in found if not read.get(d.text, set()) & away]
+    kept = [d for d in found if not read.get(d.text, set()) & away]
+    if cur.in_imports:
+        # An import of names the code reads and nothing imports goes first: among imports, the
+        # line that is missing is the one that binds what is missing (docs/drafts.md).
+        kept.sort(key=lambda d: "\n" in d.text or not cur.binds((cur.typed + d.text).strip()))
+    return kept
 
 
 def merge(*groups: Iterable[Draft], limit: int = LIMIT) -> list[Draft]:

@@ -270,6 +270,23 @@ def test_an_import_of_a_name_the_document_uses_and_lacks_is_drafted_from_elsewhe
     assert "import warnings" not in [d.text for d in candidates(Cursor.at(MODULE, body), [other])]
 
 
+def test_in_a_block_of_imports_the_import_of_a_name_the_code_lacks_goes_first() -> None:
+    """Among the drafts in a block of imports, an import that binds what the code reads and
+    nothing imports goes before surer ones that do not (on the standard library's calibration
+    holes in import blocks, the first draft was then right 54 times of 200, not 27)."""
+    carried = [
+        Draft("import json", "workspace", 9.0),  # surer, but the code reads no json
+        Draft("from itertools import chain", "workspace", 8.0),
+        Draft("from functools import reduce", "workspace", 3.0),  # the one missing
+    ]
+    texts = [d.text for d in gather(MODULE, IMPORT_CURSOR, carried=carried)]
+    assert texts[0] == "from functools import reduce"
+    assert texts.index("import json") < texts.index("from itertools import chain")  # as scored
+    # in another language (no block of imports), the order is the finder's
+    other = [d.text for d in gather(MODULE, IMPORT_CURSOR, carried=carried, python=False)]
+    assert other.index("import json") < other.index("from functools import reduce")
+
+
 def test_only_python_text_is_read_for_imports() -> None:
     """Python's import syntax is read only in Python: a document, a file or a chunk of another
     language has no block of imports at its cursor, no imports indexed, and no import keys."""
