@@ -88,9 +88,8 @@ def binding(
             break
     if not bound:
         return False, None
-    data = text.encode("utf-8")
     if blocks and (block := _block_of(decl)) is not None:
-        return True, _span(data, block)
+        return True, _span(text, block)
     scope = node.parent
     while scope is not None and not _is_scope(scope.type):
         scope = scope.parent
@@ -103,11 +102,12 @@ def binding(
     named = scope.child_by_field_name("name")
     if named is not None and named.start_byte <= node.start_byte < named.end_byte:
         return True, None  # the function's own name: its references are outside it
-    return True, _span(data, scope)
+    return True, _span(text, scope)
 
 
-def _span(data: bytes, node: Any) -> tuple[int, int]:
-    """A node's span as str offsets."""
+def _span(text: str, node: Any) -> tuple[int, int]:
+    """A node's span as str offsets of `text` (its tree's bytes are UTF-8)."""
+    data = text.encode("utf-8")
     return (len(data[: node.start_byte].decode("utf-8", "replace")),
             len(data[: node.end_byte].decode("utf-8", "replace")))  # fmt: skip
 
