@@ -19,7 +19,6 @@ from typing import Any
 from .history import Edit
 from .suggestion import Suggestion
 from .text import (
-    behind,
     heading,
     in_comment,
     in_comments,
@@ -27,6 +26,7 @@ from .text import (
     kin,
     line_of,
     neighbours,
+    ordered,
     shape,
     tokens,
 )
@@ -69,21 +69,18 @@ def repeated(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -
     pattern = re.compile(lead + re.escape(old) + trail)
     edited = line_of(text, last.start)[0], line_of(text, last.end)[1]
     lo, hi = max(0, last.start - MAX_SCAN_CHARS), last.start + MAX_SCAN_CHARS
-    found = [
+    every = [
         m
         for m in pattern.finditer(text, lo, hi)
         if not edited[0] <= m.start() < edited[1] and not _done(text, m.start(), old, new)
     ]
-    if not found:
+    if not every:
         return []
+    found = ordered(every, heading(last, earlier), last.start)
     form = shape(tokens(last.lines_before))
     series = [m for m in found if shape(tokens(text[slice(*line_of(text, m.start()))])) == form]
     prose = in_comment(text, last.start, tree)
-    way = heading(last, earlier)
-    nearest = sorted(
-        series or found,
-        key=lambda m: (behind(way, last.start, m.start()), abs(m.start() - last.start)),
-    )[:MAX_LOOKS]
+    nearest = (series or found)[:MAX_LOOKS]
     kinds = in_comments(text, [m.start() for m in nearest], tree)
     alike = [m for m, k in zip(nearest, kinds, strict=True) if k == prose]
     if not alike:
@@ -104,7 +101,7 @@ def repeated(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -
     settled = len(tokens(old)) > 1 or (is_name(new) and _in_use(text, new, edited))
     score = 0.3 + 0.3 * bool(series) + 0.3 * again + 0.1 * (len(old) >= 6)
     score -= 0.15 * (settled and not (series or again))
-    score += 0.1 * (len(found) == 1) - 0.1 * (len(found) > 6) - 0.1 * min(max(far - 20, 0) / 200, 1)
+    score += 0.1 * (len(every) == 1) - 0.1 * (len(every) > 6) - 0.1 * min(max(far - 20, 0) / 200, 1)
     return [Suggestion(m.start(), m.end(), new, "replace", round(min(max(score, 0.0), 0.95), 4))]
 
 

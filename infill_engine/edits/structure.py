@@ -39,12 +39,12 @@ from .repeats import repeated
 from .shapes import reshaped, twin
 from .suggestion import Suggestion
 from .text import (
-    behind,
     heading,
     in_comment,
     in_comments,
     line_of,
     opcodes,
+    ordered,
     receiver,
     shape,
     tokens,
@@ -114,6 +114,7 @@ def _rename(
     refs = [m for m in words(text, old, lo, hi) if not edited[0] <= m.start() < edited[1]]
     if not refs:
         return []
+    refs = ordered(refs, heading(last, earlier), at)
     again = any(renamed_by(e) == mapping for e in earlier)
     in_use = any(True for m in words(text, new, lo, hi) if not edited[0] <= m.start() < edited[1])
     prose = in_comment(text, at, tree)
@@ -137,10 +138,8 @@ def _rename(
         score = 0.2  # the new name was there already: an argument changed, not a name
     else:
         score = 0.55
-    way = heading(last, earlier)
-    nearest = min(alike, key=lambda m: (behind(way, at, m.start()), abs(m.start() - at)))
-    line = line_of(text, nearest.start())
-    same = [m for m in alike if line[0] <= m.start() < line[1]]
+    line = line_of(text, alike[0].start())
+    same = sorted((m for m in alike if line[0] <= m.start() < line[1]), key=lambda m: m.start())
     # Of the line's occurrences, those in the edit's role: a member of what the edit's was a
     # member of (`valve.Context(r.Context())` after `valve.Context` became `valve.Lever`), or
     # none where the edit's was no member.

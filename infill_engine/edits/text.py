@@ -86,6 +86,16 @@ def behind(way: int, at: int, offset: int) -> bool:
     return way * (offset - at) < 0
 
 
+NEAREST = 256  # the occurrences a rule reads lines of: a name used all over a large file
+# (a global renamed in 14,000 lines of C, 8,000 uses) cost 270 ms a request before this bound
+
+
+def ordered(found: Sequence[re.Match[str]], way: int, at: int) -> list[re.Match[str]]:
+    """The NEAREST of `found` to `at`, those ahead of a run heading `way` first, each side by
+    distance: the order the rules try places in, and the only ones they read."""
+    return sorted(found, key=lambda m: (behind(way, at, m.start()), abs(m.start() - at)))[:NEAREST]
+
+
 def neighbours(text: str, start: int, end: int) -> tuple[str, ...]:
     """The two tokens before text[start:end] on its line and the two after it ("" past the
     line's ends)."""
