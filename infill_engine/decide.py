@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .drafts.draft import Draft
 from .drafts.imports import adds_nothing, imported_names, imports_and_uses, is_python
@@ -66,17 +67,24 @@ class Seen:
 
     @classmethod
     def whole(
-        cls, text: str, offset: int, language_id: str, kind: str = "", renamed: Renames = ()
+        cls,
+        text: str,
+        offset: int,
+        language_id: str,
+        kind: str = "",
+        renamed: Renames = (),
+        tree: Any | None = None,
     ) -> Seen:
         """A hole in `text` with no model's context to go by (none ran, or it saw all of it):
         the text steps read the lines within CONTEXT_CHARS of the cursor, as they would read a
-        model's context (reading a 2 MB document whole, eight drafts over, took seconds)."""
+        model's context (reading a 2 MB document whole, eight drafts over, took seconds).
+        `tree`: text's tree-sitter tree, where the caller keeps one (syntax.Around)."""
         start = text.find("\n", max(0, offset - CONTEXT_CHARS), offset) + 1
         end = text.rfind("\n", offset, offset + CONTEXT_CHARS)
         end = len(text) if end < 0 or offset + CONTEXT_CHARS >= len(text) else end
         before, after = text[:offset], text[offset:]
         context = text[start:offset], text[offset:end]
-        return cls(Around(before, after), *context, language_id, kind, renamed)
+        return cls(Around(before, after, tree=tree), *context, language_id, kind, renamed)
 
     @property
     def typed(self) -> str:

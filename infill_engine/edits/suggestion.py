@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from ..fields import is_finite
 from ..finish.syntax import Around, Check
@@ -78,11 +79,13 @@ def gate(
     threshold: float | None = None,
     language_id: str | None = None,
     last: Edit | None = None,
+    tree: Any | None = None,
 ) -> Suggestion | None:
     """The one suggestion to show, or None: the surest that changes the document, passes its
     kind's threshold (`threshold`, a setting, overrides them all) and, the document's language
     given, does not break it (`breaks`), unless it carries on the user's `last` edit, which
-    broke it too."""
+    broke it too. `tree`: the document's tree-sitter tree where the caller keeps one (the
+    check then parses only what a suggestion changes)."""
     passing = [
         s
         for s in found
@@ -90,32 +93,37 @@ def gate(
         and (s.uri is not None or s.applies_to(text))
     ]
     for s in sorted(passing, key=lambda s: -s.score):  # stable: the first of equals wins
-        if language_id is None or sound(s, text, language_id, last):
+        if language_id is None or sound(s, text, language_id, last, tree):
             return s
     return None
 
 
-def sound(s: Suggestion, text: str, language_id: str, last: Edit | None = None) -> bool:
-    """Whether `s` may be shown in `text`: it does not break it (`breaks`; another document's is
-    not read here), or it carries on the user's `last` edit, which broke it too."""
-    if s.uri is not None or not breaks(s, text, language_id):
+def sound(
+    s: Suggestion, text: str, language_id: str, last: Edit | None = None, tree: Any | None = None
+) -> bool:
+    """Whether `s` may be shown in `text` (whose tree `tree` is, where known): it does not break
+    it (`breaks`; another document's is not read here), or it carries on the user's `last`
+    edit, which broke it too."""
+    if s.uri is not None or not breaks(s, text, language_id, tree):
         return True
     return s.kind in CARRIED and last is not None and _broke(last, text, language_id)
 
 
-def breaks(s: Suggestion, text: str, language_id: str) -> bool:
+def breaks(s: Suggestion, text: str, language_id: str, tree: Any | None = None) -> bool:
     """Whether applying `s` to `text` adds a syntax error to it: the check every finished fill
     passes (finish/syntax.Check: tree-sitter's error and missing nodes, and in Python `compile`
     on the block around it). A language with neither is never broken. In Python, an edit that
     takes the `f` off a string that still holds a placeholder breaks it too: it parses, but
     prints `{name}` where the value stood (an `f` taken off one string, repeated on another)."""
-    return _breaks(text, s.start, s.end, s.text, language_id)
+    return _breaks(text, s.start, s.end, s.text, language_id, tree)
 
 
-def _breaks(text: str, start: int, end: int, new: str, language_id: str) -> bool:
+def _breaks(
+    text: str, start: int, end: int, new: str, language_id: str, tree: Any | None = None
+) -> bool:
     if language_id == "python" and _unformats(text, start, end, new):
         return True
-    check = Check(Around(text[:start], text[end:], text[start:end]), language_id)
+    check = Check(Around(text[:start], text[end:], text[start:end], tree), language_id)
     return check.checked and not check.clean(new)
 
 

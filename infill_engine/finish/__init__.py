@@ -56,7 +56,7 @@ def finish(
     if text is None:
         return None
     around = document if document is not None else Around(prefix, suffix)
-    text = syntax.fit(around.before, text, around.after, language_id, around.replaced)
+    text = syntax.fit(around.before, text, around.after, language_id, around.replaced, around.tree)
     if not text.strip() or repeats(text) is not None:
         return None
     return None if held_back(text) else text

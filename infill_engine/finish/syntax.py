@@ -13,8 +13,9 @@ live in lsp_server/commands/function_bodies.py.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from typing import Any
 
 from tree_sitter import Node, Parser, Tree
 
@@ -100,11 +101,16 @@ def forget_documents() -> None:
 @dataclass(frozen=True)
 class Around:
     """The document around an insertion: its text before and after, and the text the insertion
-    replaces (none for a completion at the cursor; the selection or body for a command)."""
+    replaces (none for a completion at the cursor; the selection or body for a command).
+    `tree`: a tree-sitter tree of that document (before + replaced + after), where the caller
+    keeps one (the language server's, reparsed incrementally); the check reads it instead of
+    parsing the document again (60 ms for 5,800 lines of Python, 9 ms for 450) wherever it has
+    no error."""
 
     before: str
     after: str
     replaced: str = ""
+    tree: Any | None = field(default=None, compare=False, repr=False)
 
 
 class Check:
@@ -165,7 +171,19 @@ class Check:
 
     def _parsed(self) -> _Parsed | None:
         if self._base is None:
-            self._base = _document_parse(self.language_id, self._document)
+            given = self.around.tree
+            if (
+                given is not None
+                and self._parser is not None
+                and not given.root_node.has_error
+                and given.root_node.end_byte == len(self._document)
+            ):
+                # A clean document's tree: no error to place, so the incremental parse is as
+                # good as one from scratch. A broken one is parsed from scratch, as the
+                # candidates' errors are (error recovery may place them otherwise).
+                self._base = _Parsed(given, ())
+            else:
+                self._base = _document_parse(self.language_id, self._document)
         return self._base
 
     def _compiled(self) -> Block:
@@ -244,10 +262,18 @@ MAX_CUT_CHARS = 32_768  # the new text those tries hold in all: a hosted 8,000-c
 # tries four (each a parse and a compile of it, milliseconds apiece), a fill of 1,300 all 24
 
 
-def fit(prefix: str, text: str, suffix: str, language_id: str, replaced: str = "") -> str:
+def fit(
+    prefix: str,
+    text: str,
+    suffix: str,
+    language_id: str,
+    replaced: str = "",
+    tree: Any | None = None,
+) -> str:
     """The longest cut of text that adds no syntax error (`Check`) to the document prefix +
     replaced + suffix when put in place of replaced, or "" when every cut adds one: nothing
-    shown may break the document.
+    shown may break the document. `tree`: that document's tree, where the caller keeps one
+    (`Around`).
 
     Cuts are at line ends and, on the first line, at word ends; the 24 longest are tried, as
     many as hold 32,768 characters in all (the longest always). The document is the whole of
@@ -256,7 +282,7 @@ def fit(prefix: str, text: str, suffix: str, language_id: str, replaced: str = "
     A one-line text that makes a `return` its function's head rules out (returns.py) is none:
     cut, it would be another statement, not the same one repaired.
     """
-    check = Check(Around(prefix, suffix, replaced), language_id)
+    check = Check(Around(prefix, suffix, replaced, tree), language_id)
     if not check.checked:
         return text
     start, end = prefix[prefix.rfind("\n") + 1 :], suffix.split("\n", 1)[0]

@@ -159,7 +159,9 @@ class Completer:
 
             def drafts_alone() -> list[Choice]:
                 drafted = gather(ask.text, ask.offset, extra, found, python=python, renamed=renamed)
-                seen = Seen.whole(ask.text, ask.offset, ask.language_id, renamed=renamed)
+                seen = Seen.whole(
+                    ask.text, ask.offset, ask.language_id, renamed=renamed, tree=ask.tree
+                )
                 return decide([], drafted, seen, policy)
 
             chosen = await asyncio.to_thread(drafts_alone)
@@ -173,7 +175,7 @@ class Completer:
             # the context the model saw; the syntax check reads the whole document
             before, after = ask.text[: ask.offset], ask.text[ask.offset :]
             prefix, suffix = ask.text[filled.start : ask.offset], ask.text[ask.offset : filled.stop]
-            around = Around(before, after)
+            around = Around(before, after, tree=ask.tree)
             seen = Seen(around, prefix, suffix, ask.language_id, filled.kind, renamed)
             fills = [r.text for r in results]
             drafted = filled.drafts if drafting else ()

@@ -53,11 +53,9 @@ Source = Callable[[EditAsk, Options], Awaitable[list[Suggestion]]]
 async def structure(ask: EditAsk, options: Options) -> list[Suggestion]:
     """The structure tier's candidates (no model), found off the event loop (tens of
     milliseconds in a file of thousands of lines), so that the deadline holds and other
-    requests are read meanwhile. The tree goes as a copy: the document's own is edited in place
-    by the next didChange."""
-    tree = ask.tree.copy() if ask.tree is not None else None
+    requests are read meanwhile. The tree is the ask's own copy (Document.syntax_tree)."""
     return await asyncio.to_thread(
-        candidates, ask.text, ask.edits, ask.language_id, ask.offset, tree
+        candidates, ask.text, ask.edits, ask.language_id, ask.offset, ask.tree
     )
 
 
@@ -83,9 +81,9 @@ class NextEdits:
         found = await self.gather(ask, options)
         if not found:
             return None
-        # off the event loop: the gate's syntax check parses the whole document
+        # off the event loop: the gate's syntax check parses what each suggestion changes
         return await asyncio.to_thread(
-            gate, found, ask.text, options.next_edits.gate, ask.language_id, edits[-1]
+            gate, found, ask.text, options.next_edits.gate, ask.language_id, edits[-1], ask.tree
         )
 
     async def gather(self, ask: EditAsk, options: Options) -> list[Suggestion]:

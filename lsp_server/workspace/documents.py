@@ -68,8 +68,12 @@ class Document:
         self.tree = IncrementalTree(self.language_id)
 
     def syntax_tree(self) -> Any | None:
-        """The tree of the current text, reparsed incrementally; None without a grammar."""
-        return self.tree.current(self.text)
+        """The tree of the current text, reparsed incrementally; None without a grammar. A
+        copy (a tree-sitter copy shares its nodes and costs nothing): the document's own is
+        edited in place by the next didChange, while a request may still read this one on a
+        thread of its own."""
+        tree = self.tree.current(self.text)
+        return tree.copy() if tree is not None else None
 
 
 def _uint(v: Any) -> bool:
@@ -159,17 +163,25 @@ class Documents:
                 doc.history.clear()
                 break
             resync = change.range is None and not doc.in_sync
-            if change.range is None:
+            if resync:
                 doc.in_sync = True
                 doc.tree.reset()
             if doc.in_sync:
                 start, end = change_span(doc.text, change, encoding)
-                doc.tree.edit(doc.text, start, end, change.text)
+                inserted = change.text
+                if change.range is None and not resync:
+                    # The editor's whole text, ours in sync: read as the span it changed, so
+                    # the tree reparses that alone and the history records it, however large
+                    # the document (a client that sends whole texts, on every keystroke).
+                    start, end, inserted = replacement(doc.text, change.text) or (0, 0, "")
+                if start == end and not inserted and not resync:
+                    continue
+                doc.tree.edit(doc.text, start, end, inserted)
                 if resync:  # the text before it was not the editor's: no edit to read
                     doc.history.clear()
                 else:
-                    record(doc.history, doc.text, start, end, change.text)
-                doc.text = doc.text[:start] + change.text + doc.text[end:]
+                    record(doc.history, doc.text, start, end, inserted)
+                doc.text = doc.text[:start] + inserted + doc.text[end:]
         if type(version) is int:
             doc.version = version
         if doc.in_sync:

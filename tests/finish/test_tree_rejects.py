@@ -55,3 +55,42 @@ def test_missing_and_error_nodes_the_candidate_adds_are_rejected(
     assert finish(fits, before, after, language_id, document=Around(before, after)) == fits
     shown = finish(error, before, after, language_id, document=Around(before, after))
     assert shown != error and (shown is None or check.clean(shown))
+
+
+@pytest.mark.parametrize(
+    ("language_id", "before", "after", "missing", "error", "fits"),
+    [*CASES, ("python", "def f(x):\n    ", "\n", "return g(x", "return x x", "return x")],
+)
+def test_a_clean_document_s_own_tree_is_read_not_parsed_again(
+    monkeypatch: pytest.MonkeyPatch,
+    language_id: str,
+    before: str,
+    after: str,
+    missing: str,
+    error: str,
+    fits: str,
+) -> None:
+    """The language server keeps each document's tree (reparsed incrementally): given it, the
+    check parses only the candidates, with the same verdicts; the tree of a broken document,
+    or of another text, is not read, and the document is parsed as before."""
+    from infill_engine.finish import syntax
+
+    parse = syntax._document_parse
+    parsed: list[bytes] = []
+
+    def counted(language: str, source: bytes) -> object:
+        parsed.append(source)
+        return parse(language, source)
+
+    monkeypatch.setattr(syntax, "_document_parse", counted)
+    parser = syntax.parser_for(language_id)
+    assert parser is not None
+    tree = parser.parse((before + after).encode())
+    check = Check(Around(before, after, tree=tree), language_id)
+    verdicts = [check.clean(missing), check.clean(error), check.clean(fits)]
+    assert verdicts == [False, False, True] and parsed == []
+    document = Around(before, after, tree=tree)  # the finishing steps pass it on
+    assert finish(fits, before, after, language_id, document=document) == fits and parsed == []
+    for other in (before + "x x" + after, before + after + "\n"):  # broken; another text
+        Check(Around(before, after, tree=parser.parse(other.encode())), language_id).clean(fits)
+    assert parsed == [(before + after).encode()] * 2

@@ -102,6 +102,33 @@ def test_long_common_ends_are_trimmed_past_a_chunk() -> None:
     assert edit.lines_after == "line 1500 = 15000"
 
 
+def test_a_whole_text_on_a_large_document_is_read_as_the_span_it_changed() -> None:
+    """A client that sends the whole text on every keystroke: the tree reparses from the old
+    one (not from scratch), and the history records the edit even where the document is larger
+    than a change that is read (MAX_DIFF_CHARS), as it would a ranged change."""
+    body = "".join(f"line_{i} = {i}\n" for i in range(MAX_DIFF_CHARS // 10))
+    assert len(body) > MAX_DIFF_CHARS
+    docs, doc = opened(body)
+    assert doc.syntax_tree() is not None
+    parses: list[bool] = []
+    parser = doc.tree.parser
+
+    class Watched:
+        def parse(self, data: bytes, old: Any = None) -> Any:
+            parses.append(old is not None)
+            return parser.parse(data, old) if old is not None else parser.parse(data)
+
+    doc.tree.parser = Watched()
+    new = body.replace("line_9000 = 9000", "line_9000 = 90001")
+    assert change(docs, 2, {"text": new}) == "applied"
+    tree = doc.syntax_tree()
+    assert parses == [True] and tree is not None and not tree.root_node.has_error
+    [edit] = doc.history.edits()
+    assert (edit.old, edit.new) == ("", "1") and edit.lines_after == "line_9000 = 90001"
+    assert change(docs, 3, {"text": new}) == "applied" and doc.syntax_tree() is not None
+    assert parses == [True] and len(doc.history) == 1  # the same text again changes nothing
+
+
 def test_the_viewed_ring_is_bounded_and_leaves_out_the_document_asked_about() -> None:
     ring = Viewed()
     text = "".join(f"row {i}\n" for i in range(200))
