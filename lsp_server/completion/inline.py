@@ -175,7 +175,8 @@ class Completer:
             # the context the model saw; the syntax check reads the whole document
             before, after = ask.text[: ask.offset], ask.text[ask.offset :]
             prefix, suffix = ask.text[filled.start : ask.offset], ask.text[ask.offset : filled.stop]
-            around = Around(before, after, tree=ask.tree)
+            # a copy: the planning thread read the ask's (a tree is read on one thread at a time)
+            around = Around(before, after, tree=ask.tree.copy() if ask.tree is not None else None)
             seen = Seen(around, prefix, suffix, ask.language_id, filled.kind, renamed)
             fills = [r.text for r in results]
             drafted = filled.drafts if drafting else ()

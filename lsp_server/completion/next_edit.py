@@ -53,9 +53,11 @@ Source = Callable[[EditAsk, Options], Awaitable[list[Suggestion]]]
 async def structure(ask: EditAsk, options: Options) -> list[Suggestion]:
     """The structure tier's candidates (no model), found off the event loop (tens of
     milliseconds in a file of thousands of lines), so that the deadline holds and other
-    requests are read meanwhile. The tree is the ask's own copy (Document.syntax_tree)."""
+    requests are read meanwhile. The tree goes as a copy of the ask's (a tree is read on one
+    thread at a time): a thread past the deadline runs on while the gate reads the ask's."""
+    tree = ask.tree.copy() if ask.tree is not None else None
     return await asyncio.to_thread(
-        candidates, ask.text, ask.edits, ask.language_id, ask.offset, ask.tree
+        candidates, ask.text, ask.edits, ask.language_id, ask.offset, tree
     )
 
 
