@@ -87,7 +87,7 @@ def behind(way: int, at: int, offset: int) -> bool:
 
 
 NEAREST = 256  # the occurrences a rule reads lines of: a name used all over a large file
-# (a global renamed in 14,000 lines of C, 8,000 uses) cost 270 ms a request before this bound
+# (a global renamed in 14,000 lines of C that use it 4,000 times) cost the rules 149 ms before
 
 
 def ordered(found: Sequence[re.Match[str]], way: int, at: int) -> list[re.Match[str]]:
