@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import statistics
@@ -197,27 +198,35 @@ async def _automatic(
     client: LanguageClient, status: Any, uri: str, text: str, n: int
 ) -> dict[str, Any]:
     """N automatic requests where a user starts a line: the line's text removed, the cursor
-    after its indentation. Their round trips (debounce 0), how many showed an item and how
-    many model passes they cost (with the builtin model, an automatic request shows only a
-    gated draft: decide.Policy.model_shown)."""
+    after its indentation, then put back, each as the ranged change an editor sends. Their
+    round trips (debounce 0), how many showed an item and how many model passes they cost
+    (with the builtin model, an automatic request shows only a gated draft:
+    decide.Policy.model_shown)."""
     lines = text.split("\n")
     rtt: list[float] = []
     shown: list[float] = []
     calls = (await status())["model_calls"]
     version = 1000
-    for row, _ in cursors(text, n):
-        indent = lines[row][: len(lines[row]) - len(lines[row].lstrip())]
-        holed = "\n".join([*lines[:row], indent, *lines[row + 1 :]])
+
+    def edit(row: int, start: int, end: int, new: str) -> None:
+        nonlocal version
         version += 1
+        span = lsp.Range(lsp.Position(row, start), lsp.Position(row, end))
         client.text_document_did_change(
             lsp.DidChangeTextDocumentParams(
                 text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=holed)],
+                content_changes=[lsp.TextDocumentContentChangePartial(range=span, text=new)],
             )
         )
+
+    for row, _ in cursors(text, n):
+        line = lines[row]
+        indent = line[: len(line) - len(line.lstrip())]
+        at = _utf16(indent)  # the client's positions count UTF-16 units
+        edit(row, at, _utf16(line), "")
         ask = lsp.InlineCompletionParams(
             text_document=lsp.TextDocumentIdentifier(uri=uri),
-            position=lsp.Position(line=row, character=len(indent)),
+            position=lsp.Position(line=row, character=at),
             context=lsp.InlineCompletionContext(
                 trigger_kind=lsp.InlineCompletionTriggerKind.Automatic
             ),
@@ -229,13 +238,10 @@ async def _automatic(
         items = result.items if isinstance(result, lsp.InlineCompletionList) else result or []
         if items:
             shown.append(ms)
-    version += 1
-    client.text_document_did_change(
-        lsp.DidChangeTextDocumentParams(
-            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)],
-        )
-    )
+        edit(row, at, at, line[len(indent) :])  # the line put back
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if not any(d["sha256"] == digest for d in (await status())["documents"]):
+        raise RuntimeError("bench-lsp: the server's text is not the sample's after its edits")
     return {
         "requests": len(rtt),
         "shown": len(shown),
@@ -243,6 +249,10 @@ async def _automatic(
         "round_trip_ms": {"p50": _pct(rtt, 0.5), "p95": _pct(rtt, 0.95)},
         "shown_round_trip_ms": {"p50": _pct(shown, 0.5), "p95": _pct(shown, 0.95)},
     }
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
 
 
 def _rss_mib(pid: int | None) -> float:

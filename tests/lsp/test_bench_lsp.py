@@ -37,3 +37,26 @@ def test_bench_lsp_keeps_out_of_the_users_counts_and_writes_null_not_nan(tmp_pat
         capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     assert bad.returncode == 2 and "--requests must be >= 0" in bad.stderr
+
+
+def test_the_automatic_pass_edits_as_an_editor_does_and_puts_the_sample_back(
+    tmp_path: Path,
+) -> None:
+    """Its requests follow ranged changes (the line's text removed, then put back), their
+    positions in UTF-16 as the client negotiated: the bench checks that the server's text is
+    the sample's at the end, and fails otherwise (a line with an emoji before the cursor's
+    end puts a position counted in code points off by one)."""
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "def f(x):\n    s = '\U0001f600' + x\n    t = '\U0001f600\U0001f600' * 2\n"
+        "    return s + t\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    p = subprocess.run(
+        [sys.executable, "-m", "infill_engine.cli", "bench-lsp", "-n", "4", "--json",
+         "--sample", str(sample)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert strict(p.stdout)["automatic"]["requests"] == 4
