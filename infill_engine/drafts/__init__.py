@@ -11,6 +11,7 @@ Where they come from (`Draft.source`):
 ranks them with the model's fills and gates what automatic triggers show
 (lsp_server/completion/inline.py, docs/drafts.md). Only for a cursor, not a selection. A draft is
 the rest of the cursor's line (lines.py), or, on an empty block body, the whole body (bodies.py).
+The document is read within WINDOW_ROWS rows of the cursor (window.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .idents import IDENT
 from .lines import Cursor, LineIndex, typed_before
 from .strangers import reads, strangers
 from .weights import WEIGHTS, Weights
+from .window import Window, window
 
 __all__ = [
     "GATE",
@@ -38,11 +40,13 @@ __all__ = [
     "Draft",
     "LineIndex",
     "Weights",
+    "Window",
     "candidates",
     "gate_for",
     "gather",
     "merge",
     "typed_before",
+    "window",
 ]
 
 LIMIT = 8  # drafts a request keeps
@@ -61,10 +65,11 @@ def candidates(
     )
 
 
-def document_index(text: str, offset: int) -> LineIndex:
-    """The request's own text, the cursor's line left out of the candidates."""
+def document_index(text: str, offset: int, first_row: int = 0) -> LineIndex:
+    """The request's own text, the cursor's line left out of the candidates; `first_row`: the
+    document's row where `text` starts (a window of it, window.py)."""
     row = text.count("\n", 0, offset)
-    return LineIndex.build("", "document", text, skip=(row, row + 1))
+    return LineIndex.build("", "document", text, skip=(row, row + 1), offset=first_row)
 
 
 def gather(
@@ -83,13 +88,14 @@ def gather(
     draft that reads another function's own name is none (strangers.py), unless the name is
     one of `renamed`'s old names ((old, new): edits/renames.py), which the decision writes new
     (decide.py)."""
-    indices = [document_index(text, offset)]
+    near = window(text, offset)  # the rows around the cursor: a long document costs no more
+    indices = [document_index(near.text, near.offset, near.row)]
     indices += [LineIndex.build(path, "extra", chunk, python=python) for path, chunk in extra]
-    cur = Cursor.at(text, offset, python)
+    cur = Cursor.at(near.text, near.offset, python)
     found = merge(candidates(cur, indices, limit), carried, limit=limit)
     typed = set(IDENT.findall(cur.typed))  # the user's own, whoever else binds them
     read = {d.text: reads(cur.typed + d.text) - typed for d in found if "\n" not in d.text}
-    away = strangers(text, offset, set().union(*read.values()), python)
+    away = strangers(near.text, near.offset, set().union(*read.values()), python)
     away -= {old for old, _ in renamed}
     kept = [d for d in found if not read.get(d.text, set()) & away]
     if cur.in_imports:
