@@ -5,10 +5,15 @@ is."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import tree_sitter
+import tree_sitter_python
 
 from infill_engine.decide import Policy, Seen, decide, vetoed
 from infill_engine.drafts import Draft
+from infill_engine.finish import unbound
 from infill_engine.finish.syntax import Around, Check
 
 MODULE = (
@@ -29,6 +34,7 @@ MODULE = (
     "        total = 0\n"
 )
 AFTER = "\n        return None\n\n\ndef later():\n    return LIMIT\n"
+PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_python.language()))
 
 # The rest of a line at the cursor (indented in __init__): (reads a name nothing binds, why)
 LINES = {
@@ -87,3 +93,40 @@ def test_a_draft_that_reads_an_unbound_name_is_never_shown_and_promotes_none() -
     # Other languages have no symbol table here: nothing is vetoed.
     go = Seen.whole("func f() {\n\t\n}\n", 11, "go")
     assert vetoed([Draft("return s", "workspace", 9.0)], go, True) == frozenset()
+
+
+def test_each_top_level_statement_is_read_once_across_copies_of_the_tree(monkeypatch: Any) -> None:
+    """The server hands each request a new copy of the document's tree; the names of a top-level
+    statement unchanged since the last request are not read again, and a changed one is."""
+    read: list[bytes] = []
+    walk = unbound._statement_names
+
+    def counted(statement: tree_sitter.Node, text: bytes) -> frozenset[str] | None:
+        read.append(text[statement.start_byte : statement.end_byte])
+        return walk(statement, text)
+
+    monkeypatch.setattr(unbound, "_statement_names", counted)
+    unbound.forget()
+    text = (MODULE + AFTER).encode()
+    tree = PARSER.parse(text)
+    names = unbound.top_level_names(tree.copy().root_node, text)
+    assert names is not None and {"os", "J", "KEY", "LIMIT", "COUNTER", "helper", "Store"} <= names
+    assert "total" not in names and "flist" not in names  # a method's, not the module's
+    assert len(read) == len(tree.root_node.children)
+    read.clear()
+    unbound.top_level_names.cache_clear()  # a new request: a new copy, nothing cached for it
+    assert unbound.top_level_names(tree.copy().root_node, text) == names and read == []
+    typed = text.replace(b"LIMIT = 10", b"LIMITS = 10")
+    changed = unbound.top_level_names(PARSER.parse(typed).root_node, typed)
+    assert changed == names - {"LIMIT"} | {"LIMITS"} and read == [b"LIMITS = 10"]
+    starred = b"from os import *\n" + text
+    assert unbound.top_level_names(PARSER.parse(starred).root_node, starred) is None
+
+
+def test_the_statements_held_are_bounded_by_their_bytes() -> None:
+    held = unbound._Statements(max_bytes=100)
+    text = "".join(f"NAME_{i} = {i}\n" for i in range(50)).encode()
+    for node in PARSER.parse(text).root_node.children:
+        assert held.names(node, text) is not None
+    assert held._bytes <= 100 and 0 < len(held._held) < 50
+    assert [k for _, k in held._held][-1] == b"NAME_49 = 49"  # the newest kept
