@@ -94,3 +94,38 @@ def test_a_clean_document_s_own_tree_is_read_not_parsed_again(
     for other in (before + "x x" + after, before + after + "\n"):  # broken; another text
         Check(Around(before, after, tree=parser.parse(other.encode())), language_id).clean(fits)
     assert parsed == [(before + after).encode()] * 2
+
+
+def test_a_broken_python_document_s_own_tree_finds_the_compile_step_s_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a line is typed the document is broken. Its own tree still gives the compile
+    step its block and the check of a draft's names the top level's names, so Python's check
+    parses the document no more where the compile step decides, with the verdicts it gives
+    without the tree; where tree-sitter must judge (another language), the broken document's
+    errors come from a parse from scratch, as before."""
+    from infill_engine.finish import syntax
+
+    parse = syntax._document_parse
+    parsed: list[bytes] = []
+
+    def counted(language: str, source: bytes) -> object:
+        parsed.append(source)
+        return parse(language, source)
+
+    monkeypatch.setattr(syntax, "_document_parse", counted)
+    before = "import os\n\nLIMIT = 3\n\ndef f(x):\n    y = "  # the line being typed
+    after = "\n    return y\n\ndef g():\n    return os.sep\n"
+    tree = syntax.parser_for("python").parse((before + after).encode())  # type: ignore[union-attr]
+    assert tree.root_node.has_error
+    texts = ["x + LIMIT", "x + nowhere", "x + os.sep.count(x)"]
+    given = Check(Around(before, after, tree=tree), "python")
+    verdicts = [(given.clean(t), given.reads_unbound(t)) for t in texts]
+    assert parsed == []  # the compile step decided every one: no parse of the document
+    alone = Check(Around(before, after), "python")
+    assert verdicts == [(alone.clean(t), alone.reads_unbound(t)) for t in texts]
+    assert verdicts[1][1] is True and verdicts[0][1] is False  # `nowhere` is bound nowhere
+    go_before, go_after = "package p\n\nfunc f(x int) int {\n\ty := ", "\n\treturn y\n}\n"
+    go_tree = syntax.parser_for("go").parse((go_before + go_after).encode())  # type: ignore[union-attr]
+    assert Check(Around(go_before, go_after, tree=go_tree), "go").clean("x + 1")
+    assert parsed[-1] == (go_before + go_after).encode()
