@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infill_engine.finish import Around, finish
+from infill_engine.finish import Around, finish, syntax
 from infill_engine.finish.syntax import Check
 
 # (language, before the cursor, after it, a candidate that only a MISSING node makes whole, one
@@ -57,12 +57,26 @@ def test_missing_and_error_nodes_the_candidate_adds_are_rejected(
     assert shown != error and (shown is None or check.clean(shown))
 
 
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The documents the check parses itself (syntax._document_parse), in order."""
+    parse = syntax._document_parse
+    seen: list[bytes] = []
+
+    def counted(language: str, source: bytes) -> object:
+        seen.append(source)
+        return parse(language, source)
+
+    monkeypatch.setattr(syntax, "_document_parse", counted)
+    return seen
+
+
 @pytest.mark.parametrize(
     ("language_id", "before", "after", "missing", "error", "fits"),
     [*CASES, ("python", "def f(x):\n    ", "\n", "return g(x", "return x x", "return x")],
 )
 def test_a_clean_document_s_own_tree_is_read_not_parsed_again(
-    monkeypatch: pytest.MonkeyPatch,
+    parsed: list[bytes],
     language_id: str,
     before: str,
     after: str,
@@ -73,16 +87,6 @@ def test_a_clean_document_s_own_tree_is_read_not_parsed_again(
     """The language server keeps each document's tree (reparsed incrementally): given it, the
     check parses only the candidates, with the same verdicts; the tree of a broken document,
     or of another text, is not read, and the document is parsed as before."""
-    from infill_engine.finish import syntax
-
-    parse = syntax._document_parse
-    parsed: list[bytes] = []
-
-    def counted(language: str, source: bytes) -> object:
-        parsed.append(source)
-        return parse(language, source)
-
-    monkeypatch.setattr(syntax, "_document_parse", counted)
     parser = syntax.parser_for(language_id)
     assert parser is not None
     tree = parser.parse((before + after).encode())
@@ -97,23 +101,13 @@ def test_a_clean_document_s_own_tree_is_read_not_parsed_again(
 
 
 def test_a_broken_python_document_s_own_tree_finds_the_compile_step_s_block(
-    monkeypatch: pytest.MonkeyPatch,
+    parsed: list[bytes],
 ) -> None:
     """While a line is typed the document is broken. Its own tree still gives the compile
     step its block and the check of a draft's names the top level's names, so Python's check
     parses the document no more where the compile step decides, with the verdicts it gives
     without the tree; where tree-sitter must judge (another language), the broken document's
     errors come from a parse from scratch, as before."""
-    from infill_engine.finish import syntax
-
-    parse = syntax._document_parse
-    parsed: list[bytes] = []
-
-    def counted(language: str, source: bytes) -> object:
-        parsed.append(source)
-        return parse(language, source)
-
-    monkeypatch.setattr(syntax, "_document_parse", counted)
     before = "import os\n\nLIMIT = 3\n\ndef f(x):\n    y = "  # the line being typed
     after = "\n    return y\n\ndef g():\n    return os.sep\n"
     tree = syntax.parser_for("python").parse((before + after).encode())  # type: ignore[union-attr]
