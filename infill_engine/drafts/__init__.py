@@ -11,7 +11,7 @@ Where they come from (`Draft.source`):
 ranks them with the model's fills and gates what automatic triggers show
 (lsp_server/completion/inline.py, docs/drafts.md). Only for a cursor, not a selection. A draft is
 the rest of the cursor's line (lines.py), or, on an empty block body, the whole body (bodies.py).
-The document is read within WINDOW_ROWS rows of the cursor (window.py).
+The document is read within NEAR_ROWS rows of the cursor (nearby.py).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from .draft import SOURCES, Draft
 from .gate import GATE, GATE_MODEL, gate_for
 from .idents import IDENT
 from .lines import Cursor, LineIndex, typed_before
+from .nearby import Nearby, nearby
 from .strangers import reads, strangers
 from .weights import WEIGHTS, Weights
-from .window import Window, window
 
 __all__ = [
     "GATE",
@@ -39,14 +39,14 @@ __all__ = [
     "Cursor",
     "Draft",
     "LineIndex",
+    "Nearby",
     "Weights",
-    "Window",
     "candidates",
     "gate_for",
     "gather",
     "merge",
+    "nearby",
     "typed_before",
-    "window",
 ]
 
 LIMIT = 8  # drafts a request keeps
@@ -67,7 +67,7 @@ def candidates(
 
 def document_index(text: str, offset: int, first_row: int = 0) -> LineIndex:
     """The request's own text, the cursor's line left out of the candidates; `first_row`: the
-    document's row where `text` starts (a window of it, window.py)."""
+    document's row where `text` starts (the rows near the cursor, nearby.py)."""
     row = text.count("\n", 0, offset)
     return LineIndex.build("", "document", text, skip=(row, row + 1), offset=first_row)
 
@@ -88,7 +88,7 @@ def gather(
     draft that reads another function's own name is none (strangers.py), unless the name is
     one of `renamed`'s old names ((old, new): edits/renames.py), which the decision writes new
     (decide.py)."""
-    near = window(text, offset)  # the rows around the cursor: a long document costs no more
+    near = nearby(text, offset)  # the rows around the cursor: a long document costs no more
     indices = [document_index(near.text, near.offset, near.row)]
     indices += [LineIndex.build(path, "extra", chunk, python=python) for path, chunk in extra]
     cur = Cursor.at(near.text, near.offset, python)

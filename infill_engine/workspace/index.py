@@ -31,7 +31,7 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 
-from infill_engine.drafts import Cursor, Draft, LineIndex, candidates, window
+from infill_engine.drafts import Cursor, Draft, LineIndex, candidates, nearby
 from infill_engine.drafts.imports import is_python
 from infill_engine.drafts.postings import FILES, MAX_FILES, Postings, cursor_keys, file_keys
 
@@ -234,7 +234,7 @@ class WorkspaceIndex:
         own = Path(os.path.realpath(own)) if own is not None else None
         suffix = own.suffix if own is not None else ".py"  # an untitled document: Python's
         kind = _KINDS.get(suffix, 0)
-        near = window(text, offset)  # drafts read the document's rows around the cursor
+        near = nearby(text, offset)  # drafts read the document's rows around the cursor
         cur = Cursor.at(near.text, near.offset, python=is_python(suffix))
         with self._lock:
             keep = self._kinds == kind

@@ -1,16 +1,16 @@
-"""The part of a document that drafting reads: the rows within WINDOW_ROWS of the cursor's.
+"""The part of a document that drafting reads: the rows within NEAR_ROWS of the cursor's.
 
 Every step of drafting from the document reads it line by line: its index of lines (lines.py),
 the cursor's names, imports and block (`Cursor.at`), the functions that own each name
 (strangers.py), and the workspace's lookup reads the cursor again. Read whole, a request's cost
 grew with the document (`gather` alone: 3.4 ms for 1,000 lines of Python, 73 ms for 29,000,
 131 ms for 58,000 lines, 1.7 MB, on one core of a 2-core CPU), and the language server takes
-documents up to `context.maxDocumentChars`, 2 MB. Within the window it stays near 11 ms
+documents up to `context.maxDocumentChars`, 2 MB. Within these rows it stays near 11 ms
 whatever the document's size.
 
-A document of at most 2 x WINDOW_ROWS + 1 rows is read whole, so nothing changes there. In a
-longer one, a line beyond the window is not drafted from (the workspace's index never drafts a
-document from its own copy on disk), and a name used only beyond it is not known to the
+A document of at most 2 x NEAR_ROWS + 1 rows is read whole, so nothing changes there. In a
+longer one, a line beyond them is not drafted from (the workspace's index never drafts a
+document from its own copy on disk), and a name used only beyond them is not known to the
 cursor. The cursor's block head was looked for at most 2,000 rows up already
 (lines.MAX_SCOPE_ROWS).
 """
@@ -19,17 +19,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-WINDOW_ROWS = 2000  # rows read above the cursor's row, and as many below
+NEAR_ROWS = 2000  # rows read above the cursor's row, and as many below
 
 
 @dataclass(frozen=True)
-class Window:
+class Nearby:
     text: str  # the rows read, whole lines
     offset: int  # the cursor, a str offset into text
     row: int  # the document's row where text starts
 
 
-def window(text: str, offset: int, rows: int = WINDOW_ROWS) -> Window:
+def nearby(text: str, offset: int, rows: int = NEAR_ROWS) -> Nearby:
     """The rows of `text` within `rows` of the row that holds `offset`."""
     lo = offset
     for _ in range(rows + 1):  # back past the newline before each row, the cursor's first
@@ -45,5 +45,5 @@ def window(text: str, offset: int, rows: int = WINDOW_ROWS) -> Window:
         hi += 1
     hi = len(text) if hi < 0 else hi - 1  # the end of the last row kept, its newline left out
     if lo == 0 and hi == len(text):
-        return Window(text, offset, 0)
-    return Window(text[lo:hi], offset - lo, text.count("\n", 0, lo))
+        return Nearby(text, offset, 0)
+    return Nearby(text[lo:hi], offset - lo, text.count("\n", 0, lo))
