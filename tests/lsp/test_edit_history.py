@@ -194,8 +194,9 @@ async def test_the_structure_source_runs_off_the_event_loop_and_holds_its_deadli
     """In a file of 7,500 lines, a local renamed where each function has one takes tens of
     milliseconds to read (the same replacement elsewhere). That work runs in a thread: the
     deadline ends the wait (a source run on the event loop could not be cut, and its answer
-    came however late), and the loop turns while it runs. The turns are counted from inside
-    the work, so the check holds however fast the machine reads the file."""
+    came however late), and the loop turns while it runs: the work waits, from inside, for a
+    callback that only a turning loop runs (on the loop it would wait in vain), so the check
+    holds however fast the machine reads the file."""
     text = "".join(
         f"def f{i}(w, h):\n    area = w * h + {i}\n    return area\n\n\n" for i in range(1500)
     )
@@ -203,29 +204,22 @@ async def test_the_structure_source_runs_off_the_event_loop_and_holds_its_deadli
     doc.syntax_tree()
     change(docs, 2, at(1, 4, 8, "size"))  # `area`, in each of the 1,500 functions
     step = NextEdits([structure])
-    ticks = 0
-    seen: list[tuple[int, int, bool]] = []  # ticks when the work began and ended, and where
-    read = next_edit.candidates
-
-    def counted(*args: Any) -> list[Suggestion]:
-        began = ticks
-        found = read(*args)
-        seen.append((began, ticks, threading.current_thread() is threading.main_thread()))
-        return found
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0)
-            ticks += 1
-
-    tick = asyncio.create_task(ticker())
     hurried, _ = parse_options({"nextEdits": {"maxLatencyMs": 1}})
     assert await step.suggest(doc, 24, hurried) is None  # the source ran past its deadline
-    monkeypatch.setattr(next_edit, "candidates", counted)
+    loop = asyncio.get_running_loop()
+    seen: list[
+        tuple[bool, bool]
+    ] = []  # (the loop turned meanwhile, the work was on the main thread)
+    read = next_edit.candidates
+
+    def waiting(*args: Any) -> list[Suggestion]:
+        turned = threading.Event()
+        loop.call_soon_threadsafe(turned.set)
+        seen.append((turned.wait(5.0), threading.current_thread() is threading.main_thread()))
+        return read(*args)
+
+    monkeypatch.setattr(next_edit, "candidates", waiting)
     patient, _ = parse_options({"nextEdits": {"maxLatencyMs": 60_000}})
     found = await step.suggest(doc, 24, patient)
-    tick.cancel()
     assert found is not None and (found.kind, found.text) == ("rename", "size")
-    [(began, ended, on_main)] = seen
-    assert not on_main and ended > began  # the loop turned while the candidates were found
+    assert seen == [(True, False)]  # off the main thread, and the loop turned while it waited
