@@ -169,15 +169,18 @@ class Check:
         hash it, and a bytes object hashes once."""
         return self._head + self._old + self._tail
 
+    def _given(self) -> Tree | None:
+        """The caller's tree of the document (`Around.tree`), where one is given and covers
+        the document's bytes."""
+        given = self.around.tree
+        if given is None or self._parser is None:
+            return None
+        return given if given.root_node.end_byte == len(self._document) else None
+
     def _parsed(self) -> _Parsed | None:
         if self._base is None:
-            given = self.around.tree
-            if (
-                given is not None
-                and self._parser is not None
-                and not given.root_node.has_error
-                and given.root_node.end_byte == len(self._document)
-            ):
+            given = self._given()
+            if given is not None and not given.root_node.has_error:
                 # A clean document's tree: no error to place, so the incremental parse is as
                 # good as one from scratch. A broken one is parsed from scratch, as the
                 # candidates' errors are (error recovery may place them otherwise).
@@ -188,17 +191,13 @@ class Check:
 
     def _statements(self) -> Tree | None:
         """A tree of the document for what reads its statements, not its errors (the compile
-        step's block, the top level's names): the caller's where it covers the document's
-        bytes, broken or not, else the parse. While a line is typed the document is broken, and
-        a parse from scratch took 60 ms a request on 5,800 lines; the caller's incremental tree
-        gave the same blocks and names as one from scratch at each of 3,510 keystrokes (a line
-        of 40 standard-library files removed and typed again, three lines a file)."""
-        given = self.around.tree
-        if (
-            given is not None
-            and self._parser is not None
-            and given.root_node.end_byte == len(self._document)
-        ):
+        step's block, the top level's names): the caller's, broken or not (`_given`), else the
+        parse. While a line is typed the document is broken, and a parse from scratch took
+        60 ms a request on 5,800 lines; the caller's incremental tree gave the same blocks and
+        names as one from scratch at each of 3,510 keystrokes (a line of 40 standard-library
+        files removed and typed again, three lines a file)."""
+        given = self._given()
+        if given is not None:
             return given
         base = self._parsed()
         return base.tree if base is not None else None
