@@ -29,14 +29,19 @@ class Nearby:
     row: int  # the document's row where text starts
 
 
-def nearby(text: str, offset: int, rows: int = NEAR_ROWS) -> Nearby:
-    """The rows of `text` within `rows` of the row that holds `offset`."""
+def row_start(text: str, offset: int, up: int = 0) -> int:
+    """Where the row `up` rows above the one that holds `offset` starts (0 past the first)."""
     lo = offset
-    for _ in range(rows + 1):  # back past the newline before each row, the cursor's first
+    for _ in range(up + 1):  # back past the newline before each row, the cursor's first
         lo = text.rfind("\n", 0, lo)
         if lo < 0:
-            break
-    lo += 1  # the start of the first row kept (0: none was cut)
+            return 0
+    return lo + 1
+
+
+def nearby(text: str, offset: int, rows: int = NEAR_ROWS) -> Nearby:
+    """The rows of `text` within `rows` of the row that holds `offset`."""
+    lo = row_start(text, offset, rows)  # 0: none was cut above
     hi = offset
     for _ in range(rows + 1):  # on to the newline after each row, the cursor's first
         hi = text.find("\n", hi)

@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from infill_engine.drafts.idents import IDENT, jaccard
+from infill_engine.drafts.nearby import row_start
 
 CHUNK_LINES = 64
 MAX_CHUNKS = 16
@@ -161,12 +162,7 @@ class ChunkStore:
     def choose(self, uri: str, text: str, offset: int, budget_tokens: int) -> Choice:
         """The chunks for a completion at `offset` of the document `uri`, the best last."""
         t0 = time.perf_counter()
-        lo = offset
-        for _ in range(self.near_lines):  # back to the start of the near_lines-th line up
-            lo = text.rfind("\n", 0, lo)
-            if lo <= 0:
-                lo = 0
-                break
+        lo = row_start(text, offset, self.near_lines - 1)  # the cursor's row and those above
         wanted = identifiers(text[lo:offset])
         home = workspace_of(uri, self.roots)
         pool = [

@@ -12,7 +12,7 @@ import pytest
 
 from infill_engine import drafts
 from infill_engine.drafts import Cursor, gather, nearby
-from infill_engine.drafts.nearby import NEAR_ROWS
+from infill_engine.drafts.nearby import NEAR_ROWS, row_start
 from infill_engine.workspace.index import WorkspaceIndex
 
 
@@ -32,6 +32,16 @@ def test_the_rows_within_reach_of_the_cursors_are_kept_whole(trailing: str) -> N
             assert w.text.split("\n") == lines[w.row : row + 4]
             assert w.text[w.offset - col : w.offset] == text[offset - col : offset]
             assert w.text[w.offset :] == text[offset : offset + len(w.text) - w.offset]
+
+
+def test_a_row_start_is_found_rows_up_and_stops_at_the_first() -> None:
+    text = rows(10)
+    at = text.index("row6") + 2  # inside row 6
+    assert row_start(text, at) == text.index("row6")
+    assert row_start(text, at, 2) == text.index("row4")
+    assert row_start(text, at, 6) == 0
+    assert row_start(text, at, 40) == 0
+    assert row_start(text, text.index("row6")) == text.index("row6")  # a row's own start
 
 
 def test_a_short_document_is_read_whole() -> None:
