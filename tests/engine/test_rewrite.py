@@ -141,7 +141,10 @@ def test_verify_scores_every_candidate_in_one_pass(engine: Engine) -> None:
     assert len(passes) == 1
     assert len(scores) == len(candidates)
     assert all(0 < s <= 1 for s in scores[:4]) and scores[4] == 0.0  # another document's
-    assert verify(engine, TEXT, candidates[:1], EDITS, "python")[0] == pytest.approx(scores[0])
+    # alone, as in the batch: no padding leaks into it (float32 sums in another order differ in
+    # the sixth digit on some CPUs; a leak moves the score by orders more)
+    alone = verify(engine, TEXT, candidates[:1], EDITS, "python")[0]
+    assert alone == pytest.approx(scores[0], rel=1e-4)
     with pytest.raises(ValueError, match="outside the text"):
         verify(engine, TEXT, [Suggestion(0, len(TEXT) + 1, "x", "model", 0.5)])
 
