@@ -1,10 +1,20 @@
-"""The signature rule: a definition's parameter list changed by one parameter, and the nearest
-call of that name with the old number of arguments follows (an argument removed, or the new
-parameter's name passed in its place)."""
+"""The rules of calls: a change in how many arguments a function takes goes on to its other calls.
+
+* **signature**: a definition's parameter list changed by one parameter, and the nearest call of
+  that name with the old number of arguments follows (an argument removed, or the new
+  parameter's name passed in its place).
+* **call**: one call's arguments changed by one argument, its others as they were (`jv_dump(x)`
+  made `jv_dump(x, 0)`: the function's signature changed elsewhere, and its calls are brought
+  up to date one by one), and the nearest other call of that name with the old number of
+  arguments follows: the same argument written at the same place, or the argument at that
+  place removed.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..lexer import group_end, parts
 from .history import Edit
@@ -12,6 +22,13 @@ from .suggestion import Suggestion
 from .text import line_of, words
 
 MAX_SCAN_CHARS = 400_000  # calls are looked for within this of the edit
+# Words before "(" that are no call: control flow, and operators some languages spell as words.
+NOT_CALLS = frozenset({
+    "if", "for", "while", "switch", "catch", "return", "sizeof", "typeof", "alignof", "decltype",
+    "elif", "and", "or", "not", "in", "is", "with", "match", "when", "until", "foreach", "using",
+    "lock", "fixed", "new", "delete", "throw", "await", "yield", "case",
+})  # fmt: skip
+_CALL = re.compile(r"([A-Za-z_$][\w$]*)[ \t]*\(")
 
 
 def signature(text: str, last: Edit) -> list[Suggestion]:
@@ -111,3 +128,129 @@ def _arguments(text: str, open_at: int) -> list[tuple[int, int]] | None:
         lead = len(piece) - len(piece.lstrip())
         out.append((base + a + lead, base + a + len(piece.rstrip())))
     return [] if out == [(base, base)] else out
+
+
+def called(text: str, last: Edit, earlier: Sequence[Edit] = ()) -> list[Suggestion]:
+    """One call's arguments changed by one, the rest of its lines as they were: the nearest
+    other call of that name with the old number of arguments gets the same change (a keyword
+    argument, `pop=True`, is found by its keyword wherever it stands). Sure where an earlier
+    edit made the same change at another call (a series); unsure after the first."""
+    if _header(last.lines_before) is not None or _header(last.lines_after) is not None:
+        return []  # a definition's change is the signature rule's
+    change = _argument_change(last.lines_before, last.lines_after)
+    if change is None:
+        return []
+    again = any(
+        (c := _argument_change(e.lines_before, e.lines_after)) is not None and c.key == change.key
+        for e in earlier
+    )
+    edited = line_of(text, last.start)[0], line_of(text, last.end)[1]
+    best: Suggestion | None = None
+    for m in words(
+        text, change.name, max(0, last.start - MAX_SCAN_CHARS), last.start + MAX_SCAN_CHARS
+    ):
+        if edited[0] <= m.start() < edited[1] or not text.startswith("(", m.end()):
+            continue
+        spans = _arguments(text, m.end())
+        if spans is None or _header(text[slice(*line_of(text, m.start()))]) is not None:
+            continue  # unclosed, or the definition itself (a declaration of it)
+        k = change.at([text[a:b] for a, b in spans])
+        if k is None:
+            continue
+        sug = _changed_at(spans, k, change.written, m.end(), 0.7 if again else 0.45)
+        if best is None or abs(sug.start - last.start) < abs(best.start - last.start):
+            best = sug
+    return [best] if best is not None else []
+
+
+_KEYWORD = re.compile(r"([A-Za-z_][\w]*)\s*=(?!=)")
+
+
+def _keyword(argument: str) -> str | None:
+    m = _KEYWORD.match(argument)
+    return m.group(1) if m else None
+
+
+@dataclass(frozen=True)
+class ArgumentChange:
+    """Argument k of calls of `name` with `count` arguments: `written` there, or (written "")
+    removed; `keyword` the argument's keyword where it has one."""
+
+    name: str
+    count: int
+    k: int
+    written: str
+    keyword: str | None
+
+    @property
+    def key(self) -> tuple[str, int, int, str, str | None]:
+        """What two edits share when they make the same change (a keyword removed: its
+        keyword, wherever it stood)."""
+        if self.keyword is not None and not self.written:
+            return (self.name, -1, -1, "", self.keyword)
+        return (self.name, self.count, self.k, self.written, self.keyword)
+
+    def at(self, args: list[str]) -> int | None:
+        """Where this change goes in a call with these arguments; None where it does not."""
+        held = [_keyword(a) for a in args]
+        if self.keyword is not None and not self.written:  # removed: found by its keyword
+            return held.index(self.keyword) if self.keyword in held else None
+        if len(args) != self.count or (self.keyword is not None and self.keyword in held):
+            return None
+        return self.k
+
+
+def _calls(line: str) -> list[tuple[str, list[str], int, int]]:
+    """The calls on `line` that close there, in order: their name, arguments' text, and where
+    their parenthesised arguments start and end."""
+    out = []
+    for m in _CALL.finditer(line):
+        if m.group(1) in NOT_CALLS:
+            continue
+        spans = _arguments(line, m.end() - 1)
+        if spans is not None:
+            close = group_end(line[m.end() - 1 : m.end() + 1999], 0)
+            assert close is not None  # _arguments found it
+            args = [line[a:b] for a, b in spans]
+            out.append((m.group(1), args, m.end() - 1, m.end() - 1 + close))
+    return out
+
+
+def _argument_change(before: str, after: str) -> ArgumentChange | None:
+    """The one call whose arguments changed by one argument between the lines before and after
+    an edit, its other arguments and the rest of the lines unchanged."""
+    old, new = _calls(before), _calls(after)
+    if [c[0] for c in old] != [c[0] for c in new]:
+        return None  # a call added, removed or renamed: not one call's arguments
+    changes = [(o, n) for o, n in zip(old, new, strict=True) if o[1] != n[1]]
+    if len(changes) != 1:
+        return None
+    (name, a, open_a, end_a), (_, b, open_b, end_b) = changes[0]
+    if before[:open_a] != after[:open_b] or before[end_a:] != after[end_b:]:
+        return None  # the lines changed outside the call too
+    if abs(len(a) - len(b)) != 1:
+        return None
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    k = next((i for i in range(len(short)) if short[i] != long[i]), len(short))
+    if short != long[:k] + long[k + 1 :] or not long[k] or "\n" in long[k]:
+        return None  # an empty argument is a trailing comma's, not one passed
+    return ArgumentChange(name, len(a), k, long[k] if len(b) > len(a) else "", _keyword(long[k]))
+
+
+def _changed_at(
+    spans: list[tuple[int, int]], k: int, written: str, open_at: int, score: float
+) -> Suggestion:
+    """The change that writes `written` as argument k of a call whose arguments are at `spans`
+    (or, with `written` empty, removes argument k)."""
+    if not written:
+        a, b = spans[k]
+        if k + 1 < len(spans):
+            b = spans[k + 1][0]
+        elif k > 0:
+            a = spans[k - 1][1]
+        return Suggestion(a, b, "", "call", score)
+    if k < len(spans):
+        at = spans[k][0]
+        return Suggestion(at, at, f"{written}, ", "call", score)
+    at = spans[-1][1] if spans else open_at + 1
+    return Suggestion(at, at, f", {written}" if spans else written, "call", score)

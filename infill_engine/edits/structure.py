@@ -11,6 +11,10 @@ where the same intent goes on:
   the new name was already in use there (that is a changed argument, not a rename).
 * **signature**: a parameter removed or added in a definition: the nearest call of that name with
   the old number of arguments loses that argument, or gets the parameter's name in its place.
+* **call**: an argument added to or removed from one call, its others unchanged: the nearest
+  other call of that name with the old number of arguments gets the same change (calls.py).
+* **pair**: a preprocessor conditional's `#if` or `#endif` line removed in C or C++: its other
+  half, left unpaired, goes too (pairs.py).
 * **shape**: one line changed, and a line nearby has the same shape (the same tokens, names and
   numbers abstracted) and holds the same changed tokens: the same change there.
 * **twin**: a line deleted whose exact twin stays in the file: the twin goes too.
@@ -33,8 +37,9 @@ from dataclasses import replace
 from typing import Any
 
 from .bindings import binding, renamed_by, renaming
-from .calls import signature
+from .calls import called, signature
 from .history import Edit
+from .pairs import paired
 from .repeats import repeated
 from .shapes import reshaped, twin
 from .suggestion import Suggestion
@@ -77,13 +82,15 @@ def candidates(
         ]
         found += [
             replace(s, score=round(s.score * AGING**age, 4))
-            for s in _after(text, edit, edits[: len(edits) - 1 - age], tree)
+            for s in _after(text, edit, edits[: len(edits) - 1 - age], language_id, tree)
             if age == 0 or not any(s.start <= b and s.end >= a for a, b in since)
         ]
     return sorted(found, key=lambda s: -s.score)
 
 
-def _after(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -> list[Suggestion]:
+def _after(
+    text: str, last: Edit, earlier: Sequence[Edit], language_id: str, tree: Any | None
+) -> list[Suggestion]:
     """The candidates one edit implies."""
     found: list[Suggestion] = []
     before, after = tokens(last.lines_before), tokens(last.lines_after)
@@ -94,10 +101,12 @@ def _after(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -> 
         found += signature(text, last)
     elif ops:
         found += signature(text, last)
+        found += called(text, last, earlier)
         found += reshaped(text, last, earlier)
     if ops:
         found += repeated(text, last, earlier, tree)
     found += twin(text, last, earlier)
+    found += paired(text, last, language_id)
     return found
 
 

@@ -24,17 +24,19 @@ from .history import Edit
 from .text import line_of
 
 # Structure (no model): "rename" the other references of a renamed name, "signature" call sites
-# of a changed signature, "shape" the same change on a line of the same shape, "twin" the twin of
-# a deleted line, "replace" the same replacement of text at another occurrence. "model": the
-# dLLM's rewrite of an editable region. "hosted": a hosted next-edit API's answer.
+# of a changed signature, "call" the other calls of a call whose arguments changed, "shape" the
+# same change on a line of the same shape, "twin" the twin of a deleted line, "pair" the other
+# half of a removed preprocessor conditional, "replace" the same replacement of text at another
+# occurrence. "model": the dLLM's rewrite of an editable region. "hosted": a hosted next-edit
+# API's answer.
 KINDS: tuple[str, ...] = (
-    "rename", "signature", "shape", "twin", "replace", "model", "hosted",
+    "rename", "signature", "call", "shape", "twin", "pair", "replace", "model", "hosted",
 )  # fmt: skip
 MAX_TEXT_CHARS = 4000  # a suggestion's text: an edit, not a file
 # The kinds that carry the user's last edit on elsewhere: one step of a change the user makes in
 # steps may break the document as the user's own step did (`for (X x : xs) {` made
 # `xs.forEach(x ->`, its closing `});` still to come).
-CARRIED = frozenset({"rename", "signature", "shape", "twin", "replace"})
+CARRIED = frozenset({"rename", "signature", "call", "shape", "twin", "pair", "replace"})
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ and none when none is. After most edits nothing follows, so none is the common a
 
 The sources, in `DEFAULT_SOURCES`:
 * `structure`: infill_engine.edits.structure's rules (a rename's other references, call sites
-  of a changed signature, lines of the same shape, the same replacement elsewhere, a deleted
-  line's twin): no model, a few milliseconds, run on the event loop.
+  of a changed signature or of a changed call, the other half of a removed `#if`, lines of the
+  same shape, the same replacement elsewhere, a deleted line's twin): no model, a few
+  milliseconds, run in a worker thread.
 * the dLLM's rewrite of the region around the cursor (`nextEdits.model`) and a hosted next-edit
   API (`nextEdits.hostedAddress`): edit_sources.py, sources of the same shape (an async function
   of an `EditAsk` and the settings), joined to structure by protocol/handlers.build_server. A

@@ -113,6 +113,88 @@ def test_a_removed_parameter_leaves_the_call() -> None:
     assert s.applied(text).endswith("f(1, 3)\n")
 
 
+def test_an_argument_added_to_one_call_goes_to_the_next_call_of_that_name() -> None:
+    h = History()
+    text = "void f(jv v) {\n  jv_dump(jv_copy(*var));\n  other(1);\n  jv_dump(jv_copy(v));\n}\n"
+    at = text.index("));") + 1
+    text = replaced(text, at, at, ", 0", h)
+    (s,) = [c for c in candidates(text, h.edits(), "c", at + 3) if c.kind == "call"]
+    assert s.applied(text).splitlines()[3] == "  jv_dump(jv_copy(v), 0);"
+
+
+def test_an_argument_removed_from_one_call_goes_from_the_next_and_a_definition_is_left() -> None:
+    h = History()
+    text = "def g(a, b, c):\n    pass\n\ng(x, y, z)\nn = 1\ng(p, q, r)\ng(p, q)\n"
+    at = text.index("g(x") + 4
+    text = replaced(text, at, at + 3, "", h)  # g(x, y, z) -> g(x, z)
+    found = [c for c in candidates(text, h.edits(), "python", at) if c.kind == "call"]
+    assert [c.applied(text).splitlines()[5] for c in found] == ["g(p, r)"]
+    h = History()  # a definition's parameters changed: the signature rule's, not this one's
+    text = replaced("def g(a, b):\n    pass\n\ng(x, y)\n", 8, 11, "", h)
+    assert not [c for c in candidates(text, h.edits(), "python", 8) if c.kind == "call"]
+
+
+def test_a_keyword_argument_removed_goes_by_its_keyword_and_a_series_is_surer() -> None:
+    h = History()
+    text = "f(a, pop=True, k=1)\nf(b, k=2)\nf(c, k=3, pop=True)\nf(d, pop=True)\n"
+    at = text.index(", pop")
+    text = replaced(text, at, at + len(", pop=True"), "", h)
+    (s,) = [c for c in candidates(text, h.edits(), "python", at) if c.kind == "call"]
+    text = replaced(text, s.start, s.end, s.text, h)
+    assert text.splitlines()[2] == "f(c, k=3)" and s.score < 0.6  # the first of a series
+    s = next(c for c in candidates(text, h.edits(), "python", s.start) if c.kind == "call")
+    assert s.applied(text).splitlines()[3] == "f(d)" and s.score >= 0.6  # the surest
+
+
+def test_a_changed_argument_or_a_second_changed_call_is_no_call_edit() -> None:
+    h = History()
+    text = replaced("f(a, b)\nf(c, d)\n", 5, 6, "z", h)  # same count: the replace rule's
+    assert not [c for c in candidates(text, h.edits(), "python", 6) if c.kind == "call"]
+    h = History()
+    text = replaced("f(a) + g(b)\nf(c) + g(d)\n", 3, 11, ", 1) + g(b, 2)", h)
+    assert not [c for c in candidates(text, h.edits(), "python", 3) if c.kind == "call"]
+    h = History()  # the line changed outside the call as well: more than an argument
+    text = "with raises(E) as e:\n    pass\nwith raises(E) as e:\n"
+    text = replaced(text, 13, 19, ", match='x')", h)
+    assert not [c for c in candidates(text, h.edits(), "python", 13) if c.kind == "call"]
+
+
+CONDITIONAL = (
+    "int a;\n#ifdef USE_X\nint b;\n#if defined(Y)\nint c;\n#endif\nint d;\n#endif /* USE_X */\n"
+    "int e;\n"
+)
+WITHOUT_X = "int a;\nint b;\n#if defined(Y)\nint c;\n#endif\nint d;\nint e;\n"
+
+
+@pytest.mark.parametrize("removed", ["#ifdef USE_X\n", "#endif /* USE_X */\n"])
+def test_a_removed_conditional_line_takes_its_other_half(removed: str) -> None:
+    h = History()
+    at = CONDITIONAL.index(removed)
+    text = replaced(CONDITIONAL, at, at + len(removed), "", h)
+    (s,) = [c for c in candidates(text, h.edits(), "c", at) if c.kind == "pair"]
+    assert s.applied(text) == WITHOUT_X
+    assert not [c for c in candidates(text, h.edits(), "python", at) if c.kind == "pair"]
+
+
+def test_a_removed_conditional_line_between_blank_lines_takes_one_of_them() -> None:
+    h = History()
+    text = replaced("#if X\nint b;\n\n#endif\n\nint c;\n", 0, 6, "", h)
+    (s,) = [c for c in candidates(text, h.edits(), "cpp", 0) if c.kind == "pair"]
+    assert s.applied(text) == "int b;\n\nint c;\n"
+
+
+def test_a_conditional_with_an_else_or_left_balanced_takes_nothing() -> None:
+    h = History()
+    text = replaced("#ifdef X\nint b;\n#else\nint c;\n#endif\n", 0, 9, "", h)
+    assert not [c for c in candidates(text, h.edits(), "c", 0) if c.kind == "pair"]
+    h = History()  # the #if and its #else removed at once: a branch kept, rewritten
+    text = replaced("#ifdef X\nint b;\n#else\nint c;\n#endif\n", 0, 22, "", h)
+    assert not [c for c in candidates(text, h.edits(), "c", 0) if c.kind == "pair"]
+    h = History()  # a stray #endif removed: the document is balanced now
+    text = replaced("int a;\n#endif\n#if X\nint b;\n#endif\n", 7, 14, "", h)
+    assert not [c for c in candidates(text, h.edits(), "c", 7) if c.kind == "pair"]
+
+
 def test_a_deleted_line_s_twin_goes_too() -> None:
     h = History()
     text = "a = 1\nprint('debug here')\nb = 2\nprint('debug here')\n"
