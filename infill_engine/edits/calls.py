@@ -51,34 +51,9 @@ def signature(text: str, last: Edit) -> list[Suggestion]:
     arg_name = re.match(r"[A-Za-z_$][\w$]*", added.split(":")[0].strip().lstrip("&*"))
     if not removed and arg_name is None:
         return []
-    edited = line_of(text, last.start)[0], line_of(text, last.end)[1]
-    best: Suggestion | None = None
-    for m in words(text, name, max(0, last.start - MAX_SCAN_CHARS), last.start + MAX_SCAN_CHARS):
-        if edited[0] <= m.start() < edited[1] or not text.startswith("(", m.end()):
-            continue
-        args = _arguments(text, m.end())
-        if args is None or len(args) != len(old_params):
-            continue
-        spans = args
-        if removed:
-            a, b = spans[k]
-            if k + 1 < len(spans):
-                b = spans[k + 1][0]
-            elif k > 0:
-                a = spans[k - 1][1]
-            sug = Suggestion(a, b, "", "signature", 0.75)
-        else:
-            assert arg_name is not None
-            word = arg_name.group(0)
-            if k < len(spans):
-                at = spans[k][0]
-                sug = Suggestion(at, at, f"{word}, ", "signature", 0.55)
-            else:
-                at = spans[-1][1] if spans else m.end() + 1
-                sug = Suggestion(at, at, f", {word}" if spans else word, "signature", 0.55)
-        if best is None or abs(sug.start - last.start) < abs(best.start - last.start):
-            best = sug
-    return [best] if best is not None else []
+    written = "" if removed or arg_name is None else arg_name.group(0)
+    change = ArgumentChange(name, len(old_params), k, written, None)
+    return _nearest(text, last, change, "signature", 0.75 if removed else 0.55, definitions=True)
 
 
 _HEADER = re.compile(
@@ -144,20 +119,29 @@ def called(text: str, last: Edit, earlier: Sequence[Edit] = ()) -> list[Suggesti
         (c := _argument_change(e.lines_before, e.lines_after)) is not None and c.key == change.key
         for e in earlier
     )
+    return _nearest(text, last, change, "call", 0.7 if again else 0.45, definitions=False)
+
+
+def _nearest(
+    text: str, last: Edit, change: ArgumentChange, kind: str, score: float, definitions: bool
+) -> list[Suggestion]:
+    """`change` made at the nearest call of its name where it goes, off the edited lines (and,
+    unless `definitions`, not on a definition's line)."""
     edited = line_of(text, last.start)[0], line_of(text, last.end)[1]
+    lo, hi = max(0, last.start - MAX_SCAN_CHARS), last.start + MAX_SCAN_CHARS
     best: Suggestion | None = None
-    for m in words(
-        text, change.name, max(0, last.start - MAX_SCAN_CHARS), last.start + MAX_SCAN_CHARS
-    ):
+    for m in words(text, change.name, lo, hi):
         if edited[0] <= m.start() < edited[1] or not text.startswith("(", m.end()):
             continue
         spans = _arguments(text, m.end())
-        if spans is None or _header(text[slice(*line_of(text, m.start()))]) is not None:
-            continue  # unclosed, or the definition itself (a declaration of it)
+        if spans is None:
+            continue
+        if not definitions and _header(text[slice(*line_of(text, m.start()))]) is not None:
+            continue  # the definition itself, or another of the name
         k = change.at([text[a:b] for a, b in spans])
         if k is None:
             continue
-        sug = _changed_at(spans, k, change.written, m.end(), 0.7 if again else 0.45)
+        sug = _changed_at(spans, k, change.written, m.end(), kind, score)
         if best is None or abs(sug.start - last.start) < abs(best.start - last.start):
             best = sug
     return [best] if best is not None else []
@@ -238,7 +222,7 @@ def _argument_change(before: str, after: str) -> ArgumentChange | None:
 
 
 def _changed_at(
-    spans: list[tuple[int, int]], k: int, written: str, open_at: int, score: float
+    spans: list[tuple[int, int]], k: int, written: str, open_at: int, kind: str, score: float
 ) -> Suggestion:
     """The change that writes `written` as argument k of a call whose arguments are at `spans`
     (or, with `written` empty, removes argument k)."""
@@ -248,9 +232,9 @@ def _changed_at(
             b = spans[k + 1][0]
         elif k > 0:
             a = spans[k - 1][1]
-        return Suggestion(a, b, "", "call", score)
+        return Suggestion(a, b, "", kind, score)
     if k < len(spans):
         at = spans[k][0]
-        return Suggestion(at, at, f"{written}, ", "call", score)
+        return Suggestion(at, at, f"{written}, ", kind, score)
     at = spans[-1][1] if spans else open_at + 1
-    return Suggestion(at, at, f", {written}" if spans else written, "call", score)
+    return Suggestion(at, at, f", {written}" if spans else written, kind, score)
