@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..lexer import group_end, parts
 from .history import Edit
 from .suggestion import Suggestion
-from .text import line_of, words
+from .text import line_of, lines_of, words
 
 MAX_SCAN_CHARS = 400_000  # calls are looked for within this of the edit
 # Words before "(" that are no call: control flow, and operators some languages spell as words.
@@ -127,7 +127,7 @@ def _nearest(
 ) -> list[Suggestion]:
     """`change` made at the nearest call of its name where it goes, off the edited lines (and,
     unless `definitions`, not on a definition's line)."""
-    edited = line_of(text, last.start)[0], line_of(text, last.end)[1]
+    edited = lines_of(text, last)
     lo, hi = max(0, last.start - MAX_SCAN_CHARS), last.start + MAX_SCAN_CHARS
     best: Suggestion | None = None
     for m in words(text, change.name, lo, hi):

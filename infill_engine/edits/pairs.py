@@ -18,7 +18,7 @@ import re
 
 from .history import Edit
 from .suggestion import Suggestion
-from .text import line_of
+from .text import line_of, lines_of
 
 # The languageIds whose files run through the C preprocessor.
 PREPROCESSED = frozenset({"c", "cpp", "objective-c", "objective-cpp", "cuda-cpp"})
@@ -44,7 +44,7 @@ def paired(text: str, last: Edit, language_id: str) -> list[Suggestion]:
     kinds = [k for _, k in window]
     if _count(kinds, OPENS) == _count(kinds, ENDS):
         return []  # balanced as it stands: the removal mended something, or this is not all
-    first, last_line = line_of(text, last.start)[0], line_of(text, last.end)[1]
+    first, last_line = lines_of(text, last)
     if opened:  # the first #endif below that closes nothing opened below the edit
         other = _unpaired([d for d in window if d[0] > last_line], ENDS, OPENS)
     else:  # the first #if above that nothing below it closes before the edit

@@ -25,6 +25,7 @@ from .text import (
     is_name,
     kin,
     line_of,
+    lines_of,
     neighbours,
     ordered,
     shape,
@@ -67,7 +68,7 @@ def repeated(text: str, last: Edit, earlier: Sequence[Edit], tree: Any | None) -
     lead = r"(?<![\w$])" if _WORD.match(old[0]) else ""
     trail = r"(?![\w$])" if _WORD.match(old[-1]) else ""
     pattern = re.compile(lead + re.escape(old) + trail)
-    edited = line_of(text, last.start)[0], line_of(text, last.end)[1]
+    edited = lines_of(text, last)
     lo, hi = max(0, last.start - MAX_SCAN_CHARS), last.start + MAX_SCAN_CHARS
     every = [
         m

@@ -24,6 +24,7 @@ from .text import (
     is_name,
     line_of,
     lines_near,
+    lines_of,
     opcodes,
     shape,
     tokens,
@@ -41,7 +42,7 @@ def reshaped(text: str, last: Edit, earlier: Sequence[Edit]) -> list[Suggestion]
     plan = _plan(was, now)
     if plan is None:
         return []
-    edited = line_of(text, last.start)[0], line_of(text, last.end)[1]
+    edited = lines_of(text, last)
     way = heading(last, earlier)
     found: list[tuple[bool, int, int, int, str]] = []  # (behind, distance, start, end, block)
     converted = 0

@@ -48,6 +48,7 @@ from .text import (
     in_comment,
     in_comments,
     line_of,
+    lines_of,
     opcodes,
     ordered,
     receiver,
@@ -77,9 +78,7 @@ def candidates(
             break  # the history does not describe this text (a missed change): say nothing
         # The lines of the edits made since were settled by them: an older edit's proposal
         # there (often on the text a later edit wrote) is not what comes next.
-        since = [
-            (line_of(text, e.start)[0], line_of(text, e.end)[1]) for e in edits[len(edits) - age :]
-        ]
+        since = [lines_of(text, e) for e in edits[len(edits) - age :]]
         found += [
             replace(s, score=round(s.score * AGING**age, 4))
             for s in _after(text, edit, edits[: len(edits) - 1 - age], language_id, tree)
@@ -119,7 +118,7 @@ def _rename(
     # in the next `if _, ok := ...`), not within the block of the new declaration.
     bound, scope = binding(text, at, tree, blocks=old != "_")
     lo, hi = scope if scope is not None else (max(0, at - MAX_SCAN_CHARS), at + MAX_SCAN_CHARS)
-    edited = line_of(text, last.start)[0], line_of(text, last.end)[1]
+    edited = lines_of(text, last)
     refs = [m for m in words(text, old, lo, hi) if not edited[0] <= m.start() < edited[1]]
     if not refs:
         return []

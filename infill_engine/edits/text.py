@@ -129,6 +129,11 @@ def line_of(text: str, offset: int) -> tuple[int, int]:
     return start, len(text) if end < 0 else end
 
 
+def lines_of(text: str, edit: Edit) -> tuple[int, int]:
+    """Where the whole lines that `edit` wrote start and end in `text` (the text after it)."""
+    return line_of(text, edit.start)[0], line_of(text, edit.end)[1]
+
+
 def lines_near(text: str, at: int, n: int) -> Iterator[tuple[int, int]]:
     """The spans of up to n lines before and n after the line starting at `at`, nearest first
     is not promised (the caller sorts)."""
