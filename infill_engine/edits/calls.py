@@ -89,9 +89,9 @@ def _split_top(s: str) -> list[str]:
     return out
 
 
-def _arguments(text: str, open_at: int) -> list[tuple[int, int]] | None:
-    """The str spans of a call's arguments (stripped) from its "(" at open_at; None when it
-    does not close within a few lines' worth of text."""
+def _arguments(text: str, open_at: int) -> tuple[list[tuple[int, int]], int] | None:
+    """The str spans of a call's arguments (stripped) from its "(" at open_at, and where the
+    call's ")" ends; None when it does not close within a few lines' worth of text."""
     window = text[open_at : open_at + 2000]
     end = group_end(window, 0)
     if end is None:
@@ -102,7 +102,7 @@ def _arguments(text: str, open_at: int) -> list[tuple[int, int]] | None:
         piece = inner[a:b]
         lead = len(piece) - len(piece.lstrip())
         out.append((base + a + lead, base + a + len(piece.rstrip())))
-    return [] if out == [(base, base)] else out
+    return ([] if out == [(base, base)] else out), open_at + end
 
 
 def called(text: str, last: Edit, earlier: Sequence[Edit] = ()) -> list[Suggestion]:
@@ -133,9 +133,10 @@ def _nearest(
     for m in words(text, change.name, lo, hi):
         if edited[0] <= m.start() < edited[1] or not text.startswith("(", m.end()):
             continue
-        spans = _arguments(text, m.end())
-        if spans is None:
+        found = _arguments(text, m.end())
+        if found is None:
             continue
+        spans = found[0]
         if not definitions and _header(text[slice(*line_of(text, m.start()))]) is not None:
             continue  # the definition itself, or another of the name
         k = change.at([text[a:b] for a, b in spans])
@@ -191,12 +192,10 @@ def _calls(line: str) -> list[tuple[str, list[str], int, int]]:
     for m in _CALL.finditer(line):
         if m.group(1) in NOT_CALLS:
             continue
-        spans = _arguments(line, m.end() - 1)
-        if spans is not None:
-            close = group_end(line[m.end() - 1 : m.end() + 1999], 0)
-            assert close is not None  # _arguments found it
-            args = [line[a:b] for a, b in spans]
-            out.append((m.group(1), args, m.end() - 1, m.end() - 1 + close))
+        found = _arguments(line, m.end() - 1)
+        if found is not None:
+            spans, close = found
+            out.append((m.group(1), [line[a:b] for a, b in spans], m.end() - 1, close))
     return out
 
 
