@@ -207,9 +207,8 @@ async def test_the_structure_source_runs_off_the_event_loop_and_holds_its_deadli
     hurried, _ = parse_options({"nextEdits": {"maxLatencyMs": 1}})
     assert await step.suggest(doc, 24, hurried) is None  # the source ran past its deadline
     loop = asyncio.get_running_loop()
-    seen: list[
-        tuple[bool, bool]
-    ] = []  # (the loop turned meanwhile, the work was on the main thread)
+    # (the loop turned meanwhile, the work was on the main thread)
+    seen: list[tuple[bool, bool]] = []
     read = next_edit.candidates
 
     def waiting(*args: Any) -> list[Suggestion]:
